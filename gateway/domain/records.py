@@ -1,0 +1,189 @@
+"""What the store hands back: plain, immutable records and business outcomes.
+
+Outcomes (replayed, conflict, blocked, lost the race) are returned values, not exceptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from typing import Any
+
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One try at a job."""
+
+    id: str
+    job_id: str
+    number: int
+    provider: str
+    reason: AttemptReason
+    state: AttemptState
+    read_version: int | None
+    lease_owner: str | None
+    lease_expires_at: dt.datetime | None
+    deadline_at: dt.datetime | None
+    downstream_key: str
+    provider_request_id: str | None
+    error: dict[str, Any] | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobRecord:
+    """The durable record of one user intention, with its attempts (oldest first)."""
+
+    id: str
+    owner_id: str
+    idempotency_key: str
+    fingerprint: str
+    contract: str
+    provider: str
+    requested_provider: str | None
+    input: Any
+    status: JobStatus
+    version: int
+    completed_by: str | None
+    result: Any
+    error: dict[str, Any] | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    attempts: tuple[AttemptRecord, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One line of a job's append-only audit trail."""
+
+    id: int
+    job_id: str
+    attempt_id: str | None
+    kind: str
+    detail: dict[str, Any]
+    at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewJob:
+    """What a client asked for, after authentication and validation."""
+
+    owner_id: str
+    idempotency_key: str
+    fingerprint: str
+    contract: str
+    provider: str  #: the effective primary
+    requested_provider: str | None  #: what the client named, if anything
+    input: Any
+
+
+class CreateOutcome(enum.StrEnum):
+    """How a job creation ended."""
+
+    #: A new job and its first attempt were inserted.
+    CREATED = "created"
+    #: The key was used before with the same fingerprint: the existing job.
+    REPLAYED = "replayed"
+    #: The key was used before with a different fingerprint: nothing changed.
+    CONFLICT = "conflict"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateResult:
+    """The outcome of ``create_or_get`` and the job it concerns."""
+
+    outcome: CreateOutcome
+    job: JobRecord
+
+
+class AddAttemptOutcome(enum.StrEnum):
+    """How a request for a new attempt ended."""
+
+    #: The attempt was inserted.
+    ADDED = "added"
+    #: An attempt is starting, running or unknown (R4); see ``blocking``.
+    BLOCKED = "blocked"
+    #: The job is succeeded or cancelled.
+    CLOSED = "closed"
+    #: No such job (for this owner).
+    NOT_FOUND = "not_found"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AddAttemptResult:
+    """The outcome of ``add_attempt``."""
+
+    outcome: AddAttemptOutcome
+    attempt: AttemptRecord | None = None
+    blocking: AttemptRecord | None = None
+    job: JobRecord | None = None
+
+
+class FinalizeOutcome(enum.StrEnum):
+    """How a finished attempt's compare-and-swap ended."""
+
+    #: This attempt's result is the job's result.
+    WON = "won"
+    #: Another attempt (or a cancel) decided first; the payload was dropped.
+    LOST = "lost"
+    #: The attempt was not in a state that may finish (e.g. already unknown).
+    STALE = "stale"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FinalizeResult:
+    """The outcome of ``finalize``."""
+
+    outcome: FinalizeOutcome
+    attempt_id: str
+    winner: str | None = None  #: the attempt that won (``None`` when a cancel decided)
+    job_status: JobStatus | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimedAttempt:
+    """An attempt a runner now owns (state ``running``, lease held)."""
+
+    attempt: AttemptRecord
+    job: JobRecord  #: without attempts
+
+
+class TransitionOutcome(enum.StrEnum):
+    """How a guarded transition (cancel, resolve, fail, mark unknown) ended."""
+
+    #: The conditional UPDATE moved one row.
+    DONE = "done"
+    #: Zero rows: someone else moved it first, or it was never in the expected state.
+    CONFLICT = "conflict"
+    #: No such job or attempt (for this owner).
+    NOT_FOUND = "not_found"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransitionResult:
+    """The outcome of a guarded transition, with the record as it now stands."""
+
+    outcome: TransitionOutcome
+    job: JobRecord | None = None
+    attempt: AttemptRecord | None = None
+    detail: str = ""
+    added: AttemptRecord | None = None  #: a failover attempt created in the same transaction
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller."""
+
+    key_id: str
+    owner_id: str
+    scopes: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        """Say whether the caller may use admin routes."""
+        return "admin" in self.scopes

@@ -1,0 +1,153 @@
+"""Gateway settings: a TOML file (``onejob.toml``) and ``ONEJOB_*`` environment variables.
+
+Nothing here runs at import time; ``load_settings`` is called by the CLI (the composition
+root) and tests build ``Settings`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from providers.config import ProviderConfig
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./onejob.db"
+DEFAULT_SIM_PORT = 8765
+
+
+class RouteConfig(BaseModel):
+    """Where a contract's jobs go: a primary and ordered fallbacks (DESIGN R6)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    primary: str
+    fallbacks: tuple[str, ...] = ()
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    #: Start a hedge on the first certified fallback after this many seconds (None: never).
+    hedge_after_s: float | None = Field(default=None, gt=0)
+
+
+class DispatcherConfig(BaseModel):
+    """How attempts are run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    runners: int = Field(default=8, ge=1, le=512)
+    lease_ttl: float = Field(default=15.0, gt=0)  # seconds
+    poll_interval: float = Field(default=1.0, gt=0)  # seconds, fallback when no wake-up arrives
+    reap_interval: float = Field(default=2.0, gt=0)  # seconds
+    shutdown_grace: float = Field(default=10.0, ge=0)  # seconds
+
+
+class SimulatorConfig(BaseModel):
+    """The bundled simulator that ``onejob serve`` starts when asked to (the default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_SIM_PORT
+
+
+class Settings(BaseModel):
+    """Everything the gateway needs to run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    database_url: str = DEFAULT_DATABASE_URL
+    host: str = "127.0.0.1"
+    port: int = 8000
+    instance_id: str = Field(default_factory=lambda: f"gw-{os.getpid()}")
+    certifications_path: str = "reports/certifications.json"
+    max_body_bytes: int = 1024 * 1024
+    log_level: str = "INFO"
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
+    routes: dict[str, RouteConfig] = Field(default_factory=dict)
+    dispatcher: DispatcherConfig = DispatcherConfig()
+    simulator: SimulatorConfig = SimulatorConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_providers(cls, data: Any) -> Any:
+        """Let ``[providers.NAME]`` tables omit ``name``."""
+        if isinstance(data, dict) and isinstance(data.get("providers"), dict):
+            data = dict(data)
+            data["providers"] = {
+                name: ({"name": name, **cfg} if isinstance(cfg, dict) else cfg)
+                for name, cfg in data["providers"].items()
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _routes_name_known_providers(self) -> Settings:
+        for contract, route in self.routes.items():
+            for name in (route.primary, *route.fallbacks):
+                if name not in self.providers:
+                    raise ValueError(f"route {contract!r} names unknown provider {name!r}")
+        return self
+
+    def route_for(self, contract: str) -> RouteConfig | None:
+        """Return the route of ``contract`` (or the ``*`` route)."""
+        return self.routes.get(contract) or self.routes.get("*")
+
+
+def simulator_defaults(host: str = "127.0.0.1", port: int = DEFAULT_SIM_PORT) -> dict[str, Any]:
+    """Return the built-in configuration: two faithful simulated providers on two protocols."""
+    base = f"http://{host}:{port}"
+    return {
+        "simulator": {"enabled": True, "host": host, "port": port},
+        "providers": {
+            "sim-openai": {
+                "protocol": "openai",
+                "base_url": f"{base}/p/sim-openai/v1",
+                "model": "sim-gpt",
+                "timeout": 10.0,
+            },
+            "sim-anthropic": {
+                "protocol": "anthropic",
+                "base_url": f"{base}/p/sim-anthropic",
+                "model": "sim-claude",
+                "timeout": 10.0,
+            },
+        },
+        "routes": {"*": {"primary": "sim-openai", "fallbacks": ["sim-anthropic"]}},
+    }
+
+
+_ENV_FIELDS = {
+    "ONEJOB_DATABASE_URL": "database_url",
+    "ONEJOB_HOST": "host",
+    "ONEJOB_PORT": "port",
+    "ONEJOB_INSTANCE_ID": "instance_id",
+    "ONEJOB_CERTIFICATIONS": "certifications_path",
+    "ONEJOB_LOG_LEVEL": "log_level",
+}
+
+
+def load_settings(
+    config_path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build settings from the TOML file (or the built-in default), then env, then overrides."""
+    env = os.environ if env is None else env
+    path = config_path or env.get("ONEJOB_CONFIG")
+    if path is None and Path("onejob.toml").is_file():
+        path = "onejob.toml"
+    if path is not None:
+        with open(path, "rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+    else:
+        data = simulator_defaults(port=int(env.get("ONEJOB_SIM_PORT", DEFAULT_SIM_PORT)))
+    for var, field in _ENV_FIELDS.items():
+        if var in env:
+            data[field] = env[var]
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings.model_validate(data)
