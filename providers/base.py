@@ -116,8 +116,9 @@ class RateLimited(DefiniteFailure):
 
     reason = "rate_limited"
 
-    def __init__(self, message: str | None = None, *, retry_after: float | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, message: str | None = None, *, retry_after: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(message, **kwargs)
         self.retry_after = retry_after  # seconds
 

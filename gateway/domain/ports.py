@@ -1,0 +1,148 @@
+"""The seams the service layer and the dispatcher talk through (implemented in ``gateway.store``).
+
+Named after use cases, not CRUD. Every state change is one transaction whose guard is a
+conditional UPDATE; business outcomes come back as values (see ``records``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from gateway.domain.records import (
+    AddAttemptResult,
+    AttemptRecord,
+    ClaimedAttempt,
+    CreateResult,
+    EventRecord,
+    FinalizeResult,
+    JobRecord,
+    NewJob,
+    Principal,
+    TransitionResult,
+)
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+
+
+class JobStore(Protocol):
+    """Durable jobs and attempts: the database decides every race."""
+
+    async def create_or_get(self, new: NewJob) -> CreateResult:
+        """Insert the job, its first attempt and an event; on a key clash replay or conflict."""
+        ...
+
+    async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
+        """Load a job with its attempts (``owner_id`` None: any owner, for internal use)."""
+        ...
+
+    async def list_jobs(
+        self, owner_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> tuple[list[JobRecord], str | None]:
+        """List an owner's jobs newest first, with the cursor of the next page."""
+        ...
+
+    async def add_attempt(
+        self,
+        job_id: str,
+        provider: str,
+        reason: AttemptReason,
+        *,
+        owner_id: str | None = None,
+        allow_running: bool = False,
+    ) -> AddAttemptResult:
+        """Add an attempt if R4 allows (``allow_running`` only for the dispatcher's hedge)."""
+        ...
+
+    async def claim_next_attempt(
+        self,
+        worker_id: str,
+        *,
+        lease_ttl: float,
+        deadline_s: dict[str, float],
+        default_deadline_s: float,
+    ) -> ClaimedAttempt | None:
+        """Claim the oldest ``starting`` attempt: move it to ``running`` with a lease and a deadline.
+
+        Records ``read_version`` from the job. ``deadline_s`` maps provider -> seconds.
+        """
+        ...
+
+    async def renew_lease(self, attempt_id: str, worker_id: str, *, lease_ttl: float) -> bool:
+        """Extend the lease of a running attempt this worker holds."""
+        ...
+
+    async def mark_unknown(
+        self,
+        attempt_id: str,
+        error: dict[str, Any],
+        *,
+        expected: AttemptState = AttemptState.RUNNING,
+    ) -> TransitionResult:
+        """Move an attempt (and its job) to ``unknown``: its outcome is not known."""
+        ...
+
+    async def fail_attempt(
+        self, attempt_id: str, error: dict[str, Any], *, next_provider: str | None = None
+    ) -> TransitionResult:
+        """Record a definite failure; add a ``failover`` attempt on ``next_provider`` if given.
+
+        Without a next provider and with nothing else in flight, the job becomes ``failed``.
+        """
+        ...
+
+    async def finalize(
+        self, attempt_id: str, result: Any, *, provider_request_id: str | None = None
+    ) -> FinalizeResult:
+        """Compare-and-swap the job's result (R5); the loser is ``lost`` and its payload dropped."""
+        ...
+
+    async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
+        """Cancel the job through CAS; attempts not yet sent are cancelled, in-flight ones will lose."""
+        ...
+
+    async def resolve(
+        self, attempt_id: str, outcome: AttemptState, *, result: Any = None, note: str = ""
+    ) -> TransitionResult:
+        """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5)."""
+        ...
+
+    async def reap_expired_leases(self) -> list[AttemptRecord]:
+        """Turn running attempts whose lease expired into ``unknown`` (reason ``lease_expired``)."""
+        ...
+
+    async def list_attempts(
+        self, state: AttemptState | None, *, limit: int = 100
+    ) -> list[AttemptRecord]:
+        """List attempts in a state, all owners (admin)."""
+        ...
+
+    async def events(self, job_id: str) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first."""
+        ...
+
+    async def record_event(
+        self, job_id: str, kind: str, detail: dict[str, Any], attempt_id: str | None = None
+    ) -> None:
+        """Append an audit event on its own (e.g. a refused request)."""
+        ...
+
+    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
+        """Create a key; return ``(key_id, secret)``. Only the secret's sha256 is stored."""
+        ...
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked key, or None."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise if the database cannot be reached (readiness)."""
+        ...
+
+    async def close(self) -> None:
+        """Dispose of the engine."""
+        ...
+
+
+def utcnow_naive(value: dt.datetime) -> dt.datetime:
+    """Drop tzinfo after converting to UTC (how timestamps are stored)."""
+    return value.astimezone(dt.UTC).replace(tzinfo=None)
