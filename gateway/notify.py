@@ -1,0 +1,96 @@
+"""Wake-ups without busy polling: "an attempt was created" and "job X changed".
+
+In one process the store publishes after each commit. Across processes on PostgreSQL the
+store also sends ``pg_notify`` inside the same transaction, and ``listen_postgres`` feeds
+those notifications into the local hub. Polling stays as the safety net (the dispatcher's
+``poll_interval``), so a lost notification only costs latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS_CHANNEL = "onejob_attempts"
+JOBS_CHANNEL = "onejob_jobs"
+
+
+class ChangeHub:
+    """Fan out job changes to waiting requests and attempt creations to idle runners."""
+
+    def __init__(self) -> None:
+        self._job_waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._attempt_event = asyncio.Event()
+
+    def publish_job(self, job_id: str) -> None:
+        """Wake everyone waiting on ``job_id``."""
+        for event in self._job_waiters.get(job_id, ()):
+            event.set()
+
+    def publish_attempt(self) -> None:
+        """Wake idle runners: a ``starting`` attempt exists."""
+        self._attempt_event.set()
+
+    async def wait_attempt(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an attempt wake-up; say whether one came."""
+        try:
+            await asyncio.wait_for(self._attempt_event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._attempt_event.clear()
+        return True
+
+    @contextlib.contextmanager
+    def watch(self, job_id: str) -> Any:
+        """Register interest in ``job_id`` before reading it, so no change slips between."""
+        event = asyncio.Event()
+        self._job_waiters[job_id].add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._job_waiters.get(job_id)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._job_waiters[job_id]
+
+    @property
+    def watched_jobs(self) -> int:
+        """Count the jobs somebody is waiting on."""
+        return len(self._job_waiters)
+
+
+async def listen_postgres(dsn: str, hub: ChangeHub, stop: asyncio.Event) -> None:
+    """Relay ``pg_notify`` from other processes into ``hub`` until ``stop`` is set."""
+    import asyncpg  # local: only PostgreSQL deployments need it
+
+    def on_attempt(*_: object) -> None:
+        hub.publish_attempt()
+
+    def on_job(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+        hub.publish_job(payload)
+
+    while not stop.is_set():
+        try:
+            conn = await asyncpg.connect(dsn)
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("LISTEN connection failed, retrying: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2.0)
+            continue
+        try:
+            await conn.add_listener(ATTEMPTS_CHANNEL, on_attempt)
+            await conn.add_listener(JOBS_CHANNEL, on_job)
+            # Anything created while we were not listening is found by the poll fallback.
+            hub.publish_attempt()
+            while not stop.is_set() and not conn.is_closed():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 5.0)
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
