@@ -1,0 +1,430 @@
+"""The simulator as a plain ASGI application.
+
+It is written against raw ASGI rather than a web framework on purpose: the scripted
+misbehaviours (truncated bodies, connections dropped after the headers, requests held until
+the client gives up) happen below the level a framework lets a handler reach.
+
+Paths: ``/p/{provider}`` in front of the real API path names the simulated provider; without
+it the provider is ``default``::
+
+    POST [/p/{provider}]/v1/chat/completions                  OpenAI (and compatible)
+    POST [/p/{provider}]/v1/messages                          Anthropic
+    POST [/p/{provider}]/v1beta/models/{model}:generateContent Gemini (also /v1/models/...)
+    GET  /_sim/health   GET /_sim/calls[?provider=]   POST /_sim/script   POST /_sim/reset
+    GET|POST /_sim/profiles
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+from providers.simulator.profiles import (
+    InputBlockError,
+    Profile,
+    answer,
+    extract_input,
+    find_contract,
+    malformed,
+)
+from providers.simulator.script import (
+    MAX_DELAY,
+    MAX_SCRIPT_COUNT,
+    Behaviour,
+    BehaviourKind,
+    CallRecord,
+    Script,
+)
+from providers.simulator.wire import (
+    WireError,
+    WireProtocol,
+    WireRequest,
+    WireResponse,
+    parse_request,
+    render_error,
+    render_success,
+)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DEFAULT_PROVIDER = "default"
+MAX_BODY = 8 * 1024 * 1024  # bytes accepted in one request body
+
+_PREFIX = re.compile(r"^/p/([^/]+)(/.*)$")
+_GEMINI = re.compile(r"^/v1(?:beta)?/models/([^/:]+):generateContent$")
+
+
+class DropConnection(Exception):
+    """Raised inside the app to make the server close the connection mid-response."""
+
+
+def route(path: str) -> tuple[str, WireProtocol, str | None] | None:
+    """Return ``(provider, protocol, model in path)`` for a provider API path, else None."""
+    provider = DEFAULT_PROVIDER
+    if m := _PREFIX.match(path):
+        provider, path = urllib.parse.unquote(m.group(1)), m.group(2)
+    if path == "/v1/chat/completions":
+        return provider, WireProtocol.OPENAI, None
+    if path == "/v1/messages":
+        return provider, WireProtocol.ANTHROPIC, None
+    if m := _GEMINI.match(path):
+        return provider, WireProtocol.GEMINI, urllib.parse.unquote(m.group(1))
+    return None
+
+
+class SimulatorApp:
+    """Answer provider requests from the contract catalog; obey the control API."""
+
+    def __init__(
+        self,
+        profiles: Mapping[str, str] | None = None,
+        default_profile: str = Profile.FAITHFUL.value,
+        catalog: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.default_profile = Profile(default_profile)
+        self._configured = {name: Profile(p) for name, p in (profiles or {}).items()}
+        self._overrides: dict[str, Profile] = {}
+        self._catalog = catalog
+        self._clock = clock
+        self.script = Script()
+        self.calls: list[CallRecord] = []
+        self._seq = itertools.count(1)
+        self._closing: asyncio.Event | None = None
+
+    # -- state ---------------------------------------------------------------------------
+
+    def profile_for(self, provider: str) -> Profile:
+        """Return the profile of ``provider``: override, configured, its own name, default."""
+        if provider in self._overrides:
+            return self._overrides[provider]
+        if provider in self._configured:
+            return self._configured[provider]
+        if provider in Profile._value2member_map_:
+            return Profile(provider)
+        return self.default_profile
+
+    def reset(self) -> None:
+        """Clear scripts, the call log and profile overrides."""
+        self.script.clear()
+        self.calls.clear()
+        self._overrides.clear()
+
+    def close(self) -> None:
+        """Release every request held by ``hang`` (the server is stopping)."""
+        self._closing_event().set()
+
+    def _closing_event(self) -> asyncio.Event:
+        if self._closing is None:
+            self._closing = asyncio.Event()
+        return self._closing
+
+    def _load_catalog(self) -> Any:
+        if self._catalog is None:
+            from contracts.catalog import load_catalog  # the real catalog, loaded once
+
+            self._catalog = load_catalog()
+        return self._catalog
+
+    # -- ASGI ----------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection scope."""
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        body = await _read_body(receive)
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if path.startswith("/_sim/"):
+            await self._control(scope, method, path, body, send)
+            return
+        routed = route(path)
+        if routed is None:
+            await _send(send, _plain_json(404, {"error": f"no simulated API at {path}"}))
+            return
+        if method != "POST":
+            await _send(send, _plain_json(405, {"error": "use POST"}))
+            return
+        await self._provider_call(scope, routed, body, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- provider calls ------------------------------------------------------------------
+
+    async def _provider_call(
+        self,
+        scope: Scope,
+        routed: tuple[str, WireProtocol, str | None],
+        body: bytes,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        provider, protocol, path_model = routed
+        seq = next(self._seq)
+        record = CallRecord(
+            seq=seq,
+            provider=provider,
+            protocol=protocol.value,
+            path=scope["path"],
+            idempotency_key=_header(scope, b"idempotency-key"),
+            received_at=self._clock(),
+        )
+        self.calls.append(record)
+        request_id = hashlib.sha256(f"{seq}:".encode() + body).hexdigest()[:24]
+        behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
+        record.behaviour = behaviour.kind.value
+        try:
+            await self._respond(
+                record, protocol, path_model, body, behaviour, request_id, receive, send
+            )
+        finally:
+            record.finished_at = self._clock()
+
+    async def _respond(
+        self,
+        record: CallRecord,
+        protocol: WireProtocol,
+        path_model: str | None,
+        body: bytes,
+        behaviour: Behaviour,
+        request_id: str,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        kind = behaviour.kind
+        wire: WireRequest | None = None
+        try:
+            wire = parse_request(protocol, _json_object(body), path_model)
+            record.model = wire.model
+            record.system_prompt = bool(wire.system)
+            record.contract = _contract_name(wire.user)
+        except WireError as exc:
+            problem = str(exc)
+        else:
+            problem = ""
+        if kind is BehaviourKind.HANG:
+            await self._hold_until_hangup(receive)
+            record.outcome = "hung_up"
+            return
+        if kind is BehaviourKind.DELAY:
+            await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
+        if kind is BehaviourKind.STATUS:
+            message = f"simulated status {behaviour.code}"
+            response = render_error(
+                protocol, behaviour.code, message, request_id, retry_after=behaviour.retry_after
+            )
+        elif wire is None:
+            response = render_error(protocol, 400, problem, request_id)
+        else:
+            response = self._answer(
+                record, wire, request_id, malformed_output=kind is BehaviourKind.MALFORMED
+            )
+        if kind is BehaviourKind.DROP_AFTER_HEADERS:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": response.headers,
+                }
+            )
+            record.status, record.outcome = response.status, "dropped"
+            raise DropConnection("drop_after_headers")
+        if kind is BehaviourKind.TRUNCATED:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": response.headers,
+                }
+            )
+            half = response.body[: len(response.body) // 2]
+            await send({"type": "http.response.body", "body": half, "more_body": True})
+            record.status, record.outcome = response.status, "truncated"
+            raise DropConnection("truncated")
+        record.status = response.status
+        record.outcome = "answered" if response.status < 400 else "error"
+        await _send(send, response)
+
+    def _answer(
+        self, record: CallRecord, wire: WireRequest, request_id: str, *, malformed_output: bool
+    ) -> WireResponse:
+        try:
+            contract_name, contract_input = extract_input(wire.user)
+        except InputBlockError as exc:
+            return render_error(wire.protocol, 400, str(exc), request_id)
+        record.contract = contract_name
+        try:
+            catalog = self._load_catalog()
+        except ImportError as exc:
+            return render_error(
+                wire.protocol, 500, f"the contract catalog cannot be loaded: {exc}", request_id
+            )
+        contract = find_contract(catalog, contract_name)
+        if contract is None:
+            return render_error(
+                wire.protocol, 400, f"unknown contract {contract_name!r}", request_id
+            )
+        if malformed_output:
+            reply = malformed(contract, contract_input)
+        else:
+            reply = answer(
+                contract_name, contract, contract_input, self.profile_for(record.provider)
+            )
+        return render_success(wire, reply, request_id, now=self._clock())
+
+    async def _hold_until_hangup(self, receive: Receive) -> None:
+        """Wait until the client disconnects, the server stops, or ``MAX_DELAY`` passes."""
+        closing = asyncio.ensure_future(self._closing_event().wait())
+
+        async def hangup() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        gone = asyncio.ensure_future(hangup())
+        try:
+            await asyncio.wait(
+                {closing, gone}, timeout=MAX_DELAY, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            closing.cancel()
+            gone.cancel()
+
+    # -- control API ---------------------------------------------------------------------
+
+    async def _control(self, scope: Scope, method: str, path: str, body: bytes, send: Send) -> None:
+        key = (method, path)
+        try:
+            if key == ("GET", "/_sim/health"):
+                payload: Any = {"status": "ok", "default_profile": self.default_profile.value}
+            elif key == ("GET", "/_sim/calls"):
+                query = urllib.parse.parse_qs(scope.get("query_string", b"").decode())
+                wanted = query.get("provider", [None])[0]
+                payload = {
+                    "calls": [c.as_json() for c in self.calls if wanted in (None, c.provider)]
+                }
+            elif key == ("POST", "/_sim/script"):
+                payload = self._queue_script(_json_object(body))
+            elif key == ("POST", "/_sim/reset"):
+                self.reset()
+                payload = {"reset": True}
+            elif key == ("GET", "/_sim/profiles"):
+                payload = self._profiles_json()
+            elif key == ("POST", "/_sim/profiles"):
+                for name, value in _json_object(body).items():
+                    self._overrides[str(name)] = Profile(value)
+                payload = self._profiles_json()
+            else:
+                await _send(
+                    send, _plain_json(404, {"error": f"no control endpoint {method} {path}"})
+                )
+                return
+        except (ValueError, WireError) as exc:
+            await _send(send, _plain_json(400, {"error": str(exc)}))
+            return
+        await _send(send, _plain_json(200, payload))
+
+    def _queue_script(self, data: dict[str, Any]) -> dict[str, Any]:
+        provider = data.get("provider")
+        if provider is not None and not isinstance(provider, str):
+            raise ValueError("'provider' must be a provider name or null")
+        raw = data.get("behaviours")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("'behaviours' must be a non-empty list")
+        count = data.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError("'count' must be a positive integer")
+        if count * len(raw) > MAX_SCRIPT_COUNT:
+            raise ValueError(f"at most {MAX_SCRIPT_COUNT} behaviours per script")
+        behaviours = [Behaviour.from_json(b) for b in raw]
+        queued = self.script.queue(provider, behaviours, count)
+        return {"queued": queued, "pending": self.script.pending()}
+
+    def _profiles_json(self) -> dict[str, Any]:
+        merged = {**{k: v.value for k, v in self._configured.items()}}
+        merged.update({k: v.value for k, v in self._overrides.items()})
+        return {"default": self.default_profile.value, "profiles": merged}
+
+
+def _contract_name(user: str) -> str | None:
+    try:
+        return extract_input(user)[0]
+    except InputBlockError:
+        return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise WireError(f"the request body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise WireError("the request body must be a JSON object")
+    return data
+
+
+def _plain_json(status: int, payload: Any) -> WireResponse:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return WireResponse(status, headers, body)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise DropConnection("request body too large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _send(send: Send, response: WireResponse) -> None:
+    await send(
+        {"type": "http.response.start", "status": response.status, "headers": response.headers}
+    )
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def create_sim_app(
+    profiles: dict[str, str] | None = None,
+    default_profile: str = "faithful",
+    catalog: Any = None,
+) -> SimulatorApp:
+    """Build the simulator ASGI app (``catalog``: name -> contract; None loads the real one)."""
+    return SimulatorApp(profiles=profiles, default_profile=default_profile, catalog=catalog)

@@ -1,0 +1,107 @@
+"""How a simulated provider answers: the contract input block, the catalog, and profiles.
+
+The rendered user message of every contract ends with
+``<input contract="NAME@V">\\n{json}\\n</input>``; the simulator takes the LAST such block,
+asks the catalog's contract for its deterministic answer, and lets the provider's profile
+bend it (wrap it, get it wrong, or talk around it).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from providers.simulator.wire import Reply
+
+_INPUT_OPEN = re.compile(r'<input contract="([^"<>]+)">')
+_INPUT_CLOSE = "</input>"
+
+
+class Profile(enum.StrEnum):
+    """How a simulated provider behaves when nothing is scripted."""
+
+    FAITHFUL = "faithful"  #: the contract's correct answer, exactly as the format asks
+    DRIFTING = "drifting"  #: the correct answer wrapped under an extra top-level key
+    SLOPPY = "sloppy"  #: schema-valid but semantically wrong (wrong category, bad totals)
+    NO_SYSTEM = "no-system"  #: ignores the format instructions: prose around the JSON
+
+
+#: The key ``drifting`` wraps valid output under.
+DRIFT_KEY = "result"
+
+
+class SimContract(Protocol):
+    """What the simulator needs from a catalog contract."""
+
+    def simulate(self, input: Any) -> Any:
+        """Return the faithful answer for ``input``."""
+        ...
+
+    def simulate_sloppy(self, input: Any) -> Any:
+        """Return a schema-valid but semantically wrong answer for ``input``."""
+        ...
+
+
+class InputBlockError(ValueError):
+    """The user message carries no readable contract input block."""
+
+
+def extract_input(user: str) -> tuple[str, Any]:
+    """Return ``(contract, input)`` from the last ``<input contract=...>`` block of ``user``."""
+    opens = list(_INPUT_OPEN.finditer(user))
+    if not opens:
+        raise InputBlockError('no <input contract="NAME@V"> block in the user message')
+    last = opens[-1]
+    end = user.rfind(_INPUT_CLOSE, last.end())
+    if end < 0:
+        raise InputBlockError("the last <input> block is not closed")
+    raw = user[last.end() : end].strip()
+    try:
+        return last.group(1), json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputBlockError(f"the <input> block is not JSON: {exc.msg}") from exc
+
+
+def find_contract(catalog: Any, name: str) -> SimContract | None:
+    """Look ``name`` (``NAME@V``) up in a catalog mapping or an object with ``get``."""
+    try:
+        if isinstance(catalog, Mapping):
+            found = catalog.get(name)
+        else:
+            getter = getattr(catalog, "get", None)
+            found = getter(name) if callable(getter) else None
+    except (KeyError, LookupError, ValueError):
+        return None
+    if found is None or not hasattr(found, "simulate"):
+        return None
+    return found  # type: ignore[no-any-return]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def answer(contract_name: str, contract: SimContract, input: Any, profile: Profile) -> Reply:
+    """Return what a model with ``profile`` writes for ``input``."""
+    if profile is Profile.SLOPPY:
+        value = contract.simulate_sloppy(input)
+    else:
+        value = contract.simulate(input)
+    if profile is Profile.DRIFTING:
+        value = {DRIFT_KEY: value}
+    if profile is Profile.NO_SYSTEM:
+        prose = (
+            f"Sure! Here is the {contract_name} result you asked for:\n\n"
+            f"```json\n{_dumps(value)}\n```\n\nLet me know if you need anything else."
+        )
+        return Reply(text=prose)
+    return Reply(text=_dumps(value), value=value, structured=True)
+
+
+def malformed(contract: SimContract, input: Any) -> Reply:
+    """Return broken JSON: the faithful answer cut off before its closing brace."""
+    text = _dumps(contract.simulate(input))
+    return Reply(text=text[: max(1, len(text) - 1)].rstrip() + ",")

@@ -1,0 +1,123 @@
+"""Run the simulator on a real loopback socket: in-process for tests, or as a process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+
+from providers.simulator.app import DropConnection, SimulatorApp, create_sim_app
+
+STARTUP_TIMEOUT = 10.0  # seconds to wait for the socket to listen
+SHUTDOWN_GRACE = 1.0  # seconds open requests get before they are cancelled
+
+
+class _HideDeliberateDrops(logging.Filter):
+    """Keep the connections the simulator drops on purpose out of the error log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, DropConnection)
+
+
+_FILTER = _HideDeliberateDrops()
+
+
+def _quiet_deliberate_drops() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+
+
+@dataclasses.dataclass(slots=True)
+class RunningSimulator:
+    """A simulator serving on a loopback socket."""
+
+    app: SimulatorApp
+    host: str
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        """Return ``http://host:port`` (add ``/p/{provider}`` and the API path)."""
+        return f"http://{self.host}:{self.port}"
+
+    def provider_url(self, provider: str, protocol: str) -> str:
+        """Return the ``base_url`` a ``ProviderConfig`` of ``protocol`` should use."""
+        root = f"{self.base_url}/p/{provider}"
+        return f"{root}/v1" if protocol in ("openai", "openai-compatible") else root
+
+    def calls(self, provider: str | None = None) -> list[dict[str, Any]]:
+        """Return the call log (as ``GET /_sim/calls`` would)."""
+        return [c.as_json() for c in self.app.calls if provider in (None, c.provider)]
+
+
+def _config(app: SimulatorApp, host: str, port: int, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE) or 1,
+    )
+
+
+async def _started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    """Return once ``server`` listens; raise if it stopped instead."""
+    # uvicorn exposes only a flag, so poll it.
+    while not server.started:
+        if task.done():
+            task.result()  # raise the startup error, if any
+            raise RuntimeError("the simulator stopped while starting")
+        await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def run_simulator(
+    port: int = 0,
+    host: str = "127.0.0.1",
+    profiles: dict[str, str] | None = None,
+    default_profile: str = "faithful",
+    catalog: Any = None,
+    log_level: str = "warning",
+) -> AsyncIterator[RunningSimulator]:
+    """Serve a simulator on ``host:port`` (0: any free port) for the duration of the block."""
+    _quiet_deliberate_drops()
+    app = create_sim_app(profiles, default_profile, catalog)
+    server = uvicorn.Server(_config(app, host, port, log_level))
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(STARTUP_TIMEOUT):
+            await _started(server, task)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        yield RunningSimulator(app=app, host=host, port=bound)
+    finally:
+        app.close()
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def serve(
+    host: str, port: int, profiles: dict[str, str], default_profile: str, log_level: str = "info"
+) -> None:
+    """Serve a simulator in the foreground until interrupted."""
+    _quiet_deliberate_drops()
+    app = create_sim_app(profiles, default_profile)
+    server = uvicorn.Server(_config(app, host, port, log_level))
+
+    async def main() -> None:
+        task = asyncio.create_task(server.serve())
+        await _started(server, task)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        print(f"onejob simulator listening on http://{host}:{bound}", flush=True)
+        await task
+
+    asyncio.run(main())
