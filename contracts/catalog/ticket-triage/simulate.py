@@ -1,0 +1,107 @@
+"""Rule-based answers for ticket-triage@1, used by the provider simulator.
+
+``answer`` is what a faithful model would say (keyword triage that ignores injected
+instructions); ``sloppy`` is schema-valid but files every ticket under the wrong category.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+CATEGORIES = (
+    "billing",
+    "technical",
+    "account",
+    "shipping",
+    "refund",
+    "security",
+    "feedback",
+    "other",
+)
+# Checked in this order: the first category with a keyword in the ticket wins.
+KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("security", ("hacked", "phishing", "did not make", "unauthorized", "compromised")),
+    ("refund", ("refund", "money back", "استرداد", "reembolso", "remboursement")),
+    ("account", ("log in", "login", "locked", "delete my account", "password", "gdpr")),
+    ("billing", ("charged", "invoice", "rechnung", "subscription", "renew", "payment")),
+    ("shipping", ("parcel", "tracking", "delivery", "pedido", "shipped", "customs")),
+    ("technical", ("error", "crash", "クラッシュ", "500", "timeout", "fails", "bug")),
+    ("feedback", ("feature request", "love the", "suggestion", "would be nice")),
+)
+# Sentences that try to steer the model are data: drop them before classifying.
+INJECTION = re.compile(
+    r"[^\n.]*(ignore (all )?previous instructions|you are now|^system:|admin mode)[^\n]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+LANGUAGE_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("ja", re.compile(r"[\u3040-\u30ff]")),
+    ("ar", re.compile(r"[\u0600-\u06ff]")),
+    ("de", re.compile(r"\b(guten tag|bitte|rechnung|nicht|grüßen)\b", re.IGNORECASE)),
+    ("es", re.compile(r"\b(hola|pedido|gracias|todavía)\b", re.IGNORECASE)),
+    ("fr", re.compile(r"\b(bonjour|commande|merci)\b", re.IGNORECASE)),
+)
+
+
+def _clean(text: str) -> str:
+    return INJECTION.sub(" ", text)
+
+
+def _category(text: str) -> str:
+    low = text.casefold()
+    for category, words in KEYWORDS:
+        if any(w in low for w in words):
+            return category
+    return "other"
+
+
+def _priority(category: str, text: str, plan: str) -> str:
+    low = text.casefold()
+    if category == "security":
+        return "urgent"
+    if (
+        category == "technical"
+        and plan == "enterprise"
+        and ("production is down" in low or "production down" in low)
+    ):
+        return "urgent"
+    if category == "billing" and "twice" in low:
+        return "high"
+    if category == "account" and "locked" in low:
+        return "high"
+    if category in ("feedback", "other"):
+        return "low"
+    return "normal"
+
+
+def _language(text: str) -> str:
+    for code, pattern in LANGUAGE_HINTS:
+        if pattern.search(text):
+            return code
+    return "en"
+
+
+def answer(input: dict[str, Any]) -> dict[str, Any]:
+    """Triage the ticket like a careful model would."""
+    subject = _clean(input["subject"]).strip()
+    text = _clean(f"{input['subject']}\n{input['body']}")
+    category = _category(text)
+    priority = _priority(category, text, input["customer"]["plan"])
+    summary = f"{category.capitalize()} ticket from {input['customer']['name']}: {subject}"
+    summary = " ".join(summary.split())
+    if len(summary) > 200:
+        summary = summary[:197].rstrip() + "..."
+    return {
+        "category": category,
+        "priority": priority,
+        "summary": summary,
+        "needs_human": priority in ("high", "urgent") or category in ("refund", "security"),
+        "language": _language(text),
+    }
+
+
+def sloppy(input: dict[str, Any]) -> dict[str, Any]:
+    """Answer with the right shape but the wrong category (the next one in the list)."""
+    out = answer(input)
+    out["category"] = CATEGORIES[(CATEGORIES.index(out["category"]) + 1) % len(CATEGORIES)]
+    return out

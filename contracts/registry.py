@@ -1,0 +1,283 @@
+"""The certification registry (``onejob.certifications/1``) and the failover verdict (DESIGN §6).
+
+File format::
+
+    {
+      "format": "onejob.certifications/1",
+      "updated_at": "2026-03-01T10:00:00Z",
+      "certificates": [
+        {
+          "contract": "ticket-triage@1", "contract_fingerprint": "<sha256 hex>",
+          "provider": "faithful", "protocol": "openai", "model": "sim-gpt",
+          "adapter_version": "openai/1", "mode": "live",
+          "verdict": "pass" | "fail", "certified_at": "...Z", "expires_at": "...Z",
+          "repeats": 3, "cases": 17,
+          "pass_rates": {"render": 1.0, "transport": 1.0, "schema": 1.0, "model": 1.0,
+                         "semantics": 1.0, "stability": 1.0},
+          "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}]
+        }
+      ]
+    }
+
+One entry per (contract, fingerprint, provider, model, adapter version, mode); writing an
+entry with the same key replaces it. Only ``live`` and ``record`` certificates count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from contracts.model import Contract
+from providers.config import ProviderConfig
+
+FORMAT = "onejob.certifications/1"
+DEFAULT_VALIDITY = dt.timedelta(days=30)
+CERTIFYING_MODES = frozenset({"live", "record"})
+KEY_FIELDS = ("contract", "contract_fingerprint", "provider", "model", "adapter_version", "mode")
+
+
+class RegistryError(Exception):
+    """The registry file cannot be read as ``onejob.certifications/1``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a failover is allowed, and why."""
+
+    allowed: bool
+    #: ``certified``, ``missing certificate for P on C``, ``failed``, ``expired``,
+    #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``.
+    reason: str
+    detail: str = ""  #: one human sentence naming the provider and the certificate
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}" if self.detail else self.reason
+
+
+def adapter_version_of(protocol: str) -> str:
+    """Return the current adapter version of a wire protocol (``providers.factory``)."""
+    from providers.factory import adapter_version  # imported late: providers build on us
+
+    return str(adapter_version(protocol))
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_time(text: str) -> dt.datetime:
+    t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+class CertificationRegistry:
+    """Certificates in a JSON file; re-read when the file's mtime or size changes."""
+
+    def __init__(
+        self, path: str | Path, *, adapter_version: Callable[[str], str] | None = None
+    ) -> None:
+        self.path = Path(path)
+        self._adapter_version = adapter_version or adapter_version_of
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._entries: list[dict[str, Any]] = []
+        #: Why the file could not be read (then every verdict refuses), or None.
+        self.error: str | None = None
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Return every certificate (reloading the file if it changed)."""
+        self._refresh()
+        return list(self._entries)
+
+    def _refresh(self) -> None:
+        with self._lock:
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                self._stamp, self._entries, self.error = None, [], None
+                return
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp == self._stamp:
+                return
+            try:
+                self._entries, self.error = _read(self.path), None
+            except RegistryError as exc:
+                # Fail closed: an unreadable registry certifies nothing.
+                self._entries, self.error = [], str(exc)
+            self._stamp = stamp
+
+    def record(self, certificates: Sequence[Mapping[str, Any]]) -> None:
+        """Add certificates, replacing entries with the same key, and write atomically."""
+        with self._lock:
+            existing = _read(self.path) if self.path.exists() else []
+            new_keys = {_key(c) for c in certificates}
+            kept = [e for e in existing if _key(e) not in new_keys]
+            entries = kept + [dict(c) for c in certificates]
+            entries.sort(key=lambda e: (e["contract"], e["provider"], e["certified_at"]))
+            doc = {
+                "format": FORMAT,
+                "updated_at": _iso(dt.datetime.now(dt.UTC)),
+                "certificates": entries,
+            }
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".cert-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=2, ensure_ascii=False, sort_keys=True)
+                fh.write("\n")
+            os.replace(tmp, self.path)
+            self._stamp = None  # force a re-read on next access
+
+    def certificate_verdict(
+        self,
+        contract: Contract,
+        provider: ProviderConfig,
+        *,
+        now: dt.datetime | None = None,
+        adapter_version: str | None = None,
+    ) -> Verdict:
+        """Say whether ``provider`` holds a valid passing certificate for ``contract``."""
+        now = now or dt.datetime.now(dt.UTC)
+        version = adapter_version or self._adapter_version(provider.protocol)
+        who = f"{provider.name} on {contract.name}"
+        entries = self.entries()
+        if self.error is not None:
+            return Verdict(False, "registry unreadable", self.error)
+        mine = [
+            e
+            for e in entries
+            if e.get("contract") == contract.name
+            and e.get("provider") == provider.name
+            and e.get("mode") in CERTIFYING_MODES
+        ]
+        if not mine:
+            return Verdict(False, f"missing certificate for {who}", "no live/record certificate")
+        latest = max(mine, key=lambda e: e["certified_at"])
+        current = [e for e in mine if e.get("contract_fingerprint") == contract.fingerprint]
+        if not current:
+            return Verdict(
+                False,
+                "fingerprint changed",
+                f"{who}: certified for contract fingerprint "
+                f"{str(latest.get('contract_fingerprint'))[:12]}, "
+                f"the contract is now {contract.fingerprint[:12]}",
+            )
+        same_model = [e for e in current if e.get("model") == provider.model]
+        if not same_model:
+            latest = max(current, key=lambda e: e["certified_at"])
+            return Verdict(
+                False,
+                "model changed",
+                f"{who}: certified with model {latest.get('model')!r}, "
+                f"configured model is {provider.model!r}",
+            )
+        same_adapter = [e for e in same_model if e.get("adapter_version") == version]
+        if not same_adapter:
+            latest = max(same_model, key=lambda e: e["certified_at"])
+            return Verdict(
+                False,
+                "adapter changed",
+                f"{who}: certified with adapter {latest.get('adapter_version')!r}, "
+                f"current adapter is {version!r}",
+            )
+        latest = max(same_adapter, key=lambda e: e["certified_at"])
+        if latest.get("verdict") != "pass":
+            failures = latest.get("failures") or []
+            first = failures[0] if failures else {}
+            why = (
+                f"{first.get('layer')} layer, case {first.get('case')}: {first.get('reason')}"
+                if first
+                else "no failure recorded"
+            )
+            return Verdict(False, "failed", f"{who} failed certification ({why})")
+        expires = _parse_time(latest["expires_at"])
+        if expires <= now:
+            return Verdict(False, "expired", f"{who}: certificate expired at {_iso(expires)}")
+        return Verdict(True, "certified", f"{who}: certified until {_iso(expires)}")
+
+    def can_failover(
+        self,
+        contract: Contract,
+        primary: ProviderConfig,
+        fallback: ProviderConfig,
+        *,
+        now: dt.datetime | None = None,
+    ) -> Verdict:
+        """Say whether ``fallback`` may replace ``primary`` for ``contract`` (both certified)."""
+        for provider in (fallback, primary):
+            verdict = self.certificate_verdict(contract, provider, now=now)
+            if not verdict.allowed:
+                return verdict
+        return Verdict(
+            True,
+            "certified",
+            f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name}",
+        )
+
+    def matrix(
+        self,
+        catalog: Mapping[str, Contract],
+        providers: Mapping[str, ProviderConfig],
+        routes: Mapping[str, Any],
+        *,
+        now: dt.datetime | None = None,
+    ) -> list[dict[str, Any]]:
+        """Return one row per contract x configured fallback: the effective failover matrix."""
+        rows: list[dict[str, Any]] = []
+        for name in sorted(catalog):
+            route = routes.get(name) or routes.get("*")
+            if route is None:
+                continue
+            primary_name = _field(route, "primary")
+            for fb in _field(route, "fallbacks") or ():
+                primary, fallback = providers.get(primary_name), providers.get(fb)
+                if primary is None or fallback is None:
+                    missing = primary_name if primary is None else fb
+                    verdict = Verdict(False, "unknown provider", f"{missing} is not configured")
+                else:
+                    verdict = self.can_failover(catalog[name], primary, fallback, now=now)
+                rows.append(
+                    {
+                        "contract": name,
+                        "primary": primary_name,
+                        "fallback": fb,
+                        "allowed": verdict.allowed,
+                        "reason": verdict.reason,
+                        "detail": verdict.detail,
+                    }
+                )
+        return rows
+
+
+def _field(route: Any, name: str) -> Any:
+    return route.get(name) if isinstance(route, Mapping) else getattr(route, name)
+
+
+def _key(entry: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(entry.get(f) for f in KEY_FIELDS)
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise RegistryError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise RegistryError(f"{path}: format is not {FORMAT}")
+    entries = doc.get("certificates")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise RegistryError(f"{path}: 'certificates' must be a list of objects")
+    for e in entries:
+        missing = [f for f in (*KEY_FIELDS, "verdict", "certified_at", "expires_at") if f not in e]
+        if missing:
+            raise RegistryError(f"{path}: a certificate lacks {missing}")
+    return entries
