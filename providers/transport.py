@@ -1,0 +1,286 @@
+"""One HTTP round trip to a provider, and the translation of everything that can go wrong.
+
+The adapters (``openai``, ``anthropic``, ``gemini``, ``openai-compatible``) only build a
+request body and read a response body; this module sends, times and classifies. Errors are
+translated here and nowhere else, each ``raise ... from exc`` into the tree drawn in
+``providers.base``:
+
+===========================================  =========================  =========
+what happened                                raised                     outcome
+===========================================  =========================  =========
+connection refused, DNS, TLS, connect        ``ConnectFailed``          definite
+timeout, no pooled connection
+400/401/403/404/422 (any 4xx but 429)        ``Rejected``               definite
+429                                          ``RateLimited``            definite
+503, other 5xx not configured unknown        ``Unavailable``            definite
+refusal / stopped early (length, filter)     ``Refused``                definite
+answer not a JSON value / not the envelope   ``BadOutput``              definite
+read/write timeout, whole-call deadline      ``TimedOut``               unknown
+connection dropped mid-response,             ``ConnectionLost``         unknown
+body shorter than its Content-Length
+status in ``unknown_statuses`` (502, 504)    ``AmbiguousStatus``        unknown
+===========================================  =========================  =========
+
+Secrets: the API key travels only in request headers. Headers are never logged, and any
+text taken from a provider's answer is redacted before it reaches a message or a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from providers.base import (
+    AmbiguousStatus,
+    BadOutput,
+    ConnectFailed,
+    ConnectionLost,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    RateLimited,
+    Rejected,
+    TimedOut,
+    Unavailable,
+    Usage,
+)
+from providers.config import ProviderConfig
+
+logger = logging.getLogger("providers")
+
+EXCERPT_CHARS = 200  # characters of provider text kept in errors
+_KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{6,}|AIza[0-9A-Za-z_\-]{10,})")
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove ``secret`` and anything shaped like an API key from ``text``."""
+    if secret:
+        text = text.replace(secret, "***")
+    return _KEY_LIKE.sub("***", text)
+
+
+def excerpt(text: str, secret: str | None = None) -> str:
+    """Return a short, redacted excerpt of ``text`` for an error message."""
+    text = redact(text, secret)
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+
+
+def parse_json_text(text: str, *, request_id: str | None = None) -> Any:
+    """Parse the model's text, which must be one JSON value by itself."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise BadOutput(
+            f"the model's answer is not a JSON value by itself: {excerpt(text)!r}",
+            reason="not_json",
+            request_id=request_id,
+            body_excerpt=excerpt(text),
+        ) from exc
+
+
+def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
+    """Read ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) as seconds."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _error_message(body: bytes) -> str:
+    """Pull the human message out of an error body of any of the three APIs."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return body.decode("utf-8", "replace").strip()
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        message = data["error"].get("message")
+        if isinstance(message, str):
+            return message
+    return json.dumps(data)[: EXCERPT_CHARS * 2]
+
+
+def status_error(
+    config: ProviderConfig,
+    response: httpx.Response,
+    request_id: str | None,
+) -> ProviderError:
+    """Classify a non-2xx answer."""
+    code = response.status_code
+    detail = excerpt(_error_message(response.content), config.api_key())
+    message = f"{config.name} answered HTTP {code}: {detail}"
+    common: dict[str, Any] = {
+        "reason": f"status_{code}",
+        "status_code": code,
+        "request_id": request_id,
+        "body_excerpt": detail,
+    }
+    if code in config.unknown_statuses:
+        return AmbiguousStatus(message, **common)
+    if code == 429:
+        return RateLimited(message, retry_after=retry_after_seconds(response.headers), **common)
+    if 500 <= code <= 599:
+        return Unavailable(message, **common)
+    return Rejected(message, **common)
+
+
+class JsonHttpAdapter:
+    """Send one JSON POST per call and classify the outcome; subclasses speak the protocol."""
+
+    #: The header that carries the provider's request id.
+    request_id_header: str | None = "x-request-id"
+
+    def __init__(self, config: ProviderConfig, client: httpx.AsyncClient) -> None:
+        self.config = config
+        self.client = client
+        self.name = config.name
+
+    def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """Return ``(url, headers, body)`` for ``request``."""
+        raise NotImplementedError
+
+    def parse(self, data: dict[str, Any], request_id: str | None, latency: float) -> ProviderResult:
+        """Turn a 2xx body into a result, or raise ``Refused``/``BadOutput``."""
+        raise NotImplementedError
+
+    def body_request_id(self, data: dict[str, Any]) -> str | None:
+        """Return the request id found in the body, when the header had none."""
+        value = data.get("id")
+        return value if isinstance(value, str) else None
+
+    def _headers(self, request: ProviderRequest) -> dict[str, str]:
+        headers = {"content-type": "application/json", **self.config.extra_headers}
+        if request.idempotency_key:
+            headers["idempotency-key"] = request.idempotency_key
+        return headers
+
+    async def call(self, request: ProviderRequest) -> ProviderResult:
+        """Call the provider once; raise a ``ProviderError`` subclass on failure."""
+        url, headers, body = self.build(request)
+        started = time.perf_counter()
+        logger.debug(
+            "provider call %s model=%s key=%s",
+            self.name,
+            request.model,
+            request.idempotency_key,
+        )
+        response = await self._send(url, headers, body, request.timeout)
+        latency = time.perf_counter() - started
+        request_id = (
+            response.headers.get(self.request_id_header) if self.request_id_header else None
+        )
+        if not 200 <= response.status_code <= 299:
+            error = status_error(self.config, response, request_id)
+            logger.info("provider %s failed: %s (%s)", self.name, error.reason, error.outcome)
+            raise error
+        data = self._envelope(response, request_id)
+        request_id = request_id or self.body_request_id(data)
+        return self.parse(data, request_id, latency)
+
+    async def _send(
+        self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float
+    ) -> httpx.Response:
+        """POST ``body``; translate every transport failure into the error tree."""
+        timeout = httpx.Timeout(deadline, connect=min(self.config.connect_timeout, deadline))
+        where = f"{self.name} ({self.config.protocol})"
+        try:
+            async with asyncio.timeout(deadline):
+                return await self.client.post(url, json=body, headers=headers, timeout=timeout)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ConnectFailed(f"could not connect to {where}: {type(exc).__name__}") from exc
+        except httpx.PoolTimeout as exc:
+            raise ConnectFailed(
+                f"no connection to {where} became free in time", reason="pool_timeout"
+            ) from exc
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            raise TimedOut(f"{where} sent no answer within {deadline:g}s") from exc
+        except TimeoutError as exc:
+            raise TimedOut(f"{where} did not finish within the {deadline:g}s deadline") from exc
+        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+            raise Rejected(
+                f"the request to {where} could not be sent: {type(exc).__name__}",
+                reason="bad_request_url",
+            ) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise ConnectionLost(
+                f"the connection to {where} broke after the request was sent: {type(exc).__name__}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise ConnectionLost(
+                f"transport failure talking to {where}: {type(exc).__name__}"
+            ) from exc
+
+    def _envelope(self, response: httpx.Response, request_id: str | None) -> dict[str, Any]:
+        """Decode the 2xx JSON envelope; a body cut short is a lost connection."""
+        raw = response.content
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > len(raw):
+                raise ConnectionLost(
+                    f"{self.name}'s answer ended after {len(raw)} of {declared} bytes",
+                    reason="truncated_body",
+                    status_code=response.status_code,
+                    request_id=request_id,
+                ) from exc
+            text = raw.decode("utf-8", "replace")
+            raise BadOutput(
+                f"{self.name} answered {response.status_code} with a body that is not JSON",
+                reason="bad_envelope",
+                status_code=response.status_code,
+                request_id=request_id,
+                body_excerpt=excerpt(text, self.config.api_key()),
+            ) from exc
+        if not isinstance(data, dict):
+            raise BadOutput(
+                f"{self.name} answered with a JSON {type(data).__name__}, not an object",
+                reason="bad_envelope",
+                request_id=request_id,
+            )
+        return data
+
+
+def bad_envelope(name: str, what: str, request_id: str | None) -> BadOutput:
+    """Return the error for a 2xx body that lacks what the API promises."""
+    return BadOutput(f"{name}'s answer has no {what}", reason="bad_envelope", request_id=request_id)
+
+
+def usage_from(data: Any, input_key: str, output_key: str) -> Usage:
+    """Read token counts from a usage object, ignoring anything that is not an int."""
+    usage = data if isinstance(data, dict) else {}
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return Usage(input_tokens=count(input_key), output_tokens=count(output_key))
+
+
+def first(items: Any, pick: Callable[[Any], bool] = lambda _: True) -> Any:
+    """Return the first element of a list that ``pick`` accepts, else None."""
+    if isinstance(items, list):
+        for item in items:
+            if pick(item):
+                return item
+    return None
