@@ -1,0 +1,175 @@
+"""The composition root: ``create_app(settings)`` wires store, service and routes.
+
+Nothing is opened at import time. The lifespan opens the store (unless one is injected),
+builds the service, then starts the *background services* - the dispatcher, the PostgreSQL
+LISTEN relay - from a list of factories, and stops them in reverse order on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from litestar import Litestar
+from litestar.openapi.config import OpenAPIConfig
+
+from gateway.domain.ports import JobStore
+from gateway.http.responses import handle_exception
+from gateway.http.routes import healthz, readyz, v1_router
+from gateway.logging import access_log_middleware
+from gateway.notify import ChangeHub, listen_postgres
+from gateway.service import ContractSpec, FailoverPolicy, JobService
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundService(Protocol):
+    """Something that runs beside the HTTP server for the app's lifetime."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Runtime:
+    """What a background service may be built from, once the store is open."""
+
+    settings: Settings
+    store: JobStore
+    hub: ChangeHub
+    catalog: Mapping[str, ContractSpec]
+    certifications: FailoverPolicy
+    service: JobService
+
+
+#: Builds one background service from the runtime (the dispatcher is wired in here).
+ServiceFactory = Callable[[Runtime], BackgroundService]
+
+
+class PostgresRelay:
+    """Relay ``pg_notify`` from other gateway processes into this process's hub."""
+
+    def __init__(self, database_url: str, hub: ChangeHub) -> None:
+        self._dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        self._hub = hub
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start listening."""
+        self._task = asyncio.create_task(listen_postgres(self._dsn, self._hub, self._stop))
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 5.0)
+
+
+def postgres_relay(runtime: Runtime) -> BackgroundService:
+    """Build the LISTEN relay (PostgreSQL only)."""
+    return PostgresRelay(runtime.settings.database_url, runtime.hub)
+
+
+def default_background(settings: Settings) -> list[ServiceFactory]:
+    """Return the background services a served gateway runs for ``settings``."""
+    factories: list[ServiceFactory] = []
+    if settings.database_url.startswith("postgresql"):
+        factories.append(postgres_relay)
+    return factories
+
+
+def _default_catalog() -> Mapping[str, ContractSpec]:
+    from contracts.catalog import load_catalog
+
+    return load_catalog()
+
+
+def _default_certifications(settings: Settings) -> FailoverPolicy:
+    from contracts.registry import CertificationRegistry
+
+    return CertificationRegistry(settings.certifications_path)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: JobStore | None = None,
+    catalog: Mapping[str, ContractSpec] | None = None,
+    certifications: FailoverPolicy | None = None,
+    hub: ChangeHub | None = None,
+    background: Sequence[ServiceFactory] | None = None,
+) -> Litestar:
+    """Build the gateway app; the store opens (and background services start) on startup.
+
+    An injected ``store`` is used as is and not closed; ``background=None`` means
+    ``default_background(settings)``, ``[]`` runs none.
+    """
+    the_hub = hub or ChangeHub()
+    factories = list(default_background(settings) if background is None else background)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        own_store = store is None
+        if store is None:
+            from gateway.store import open_store
+
+            the_store: JobStore = await open_store(settings.database_url, hub=the_hub)
+        else:
+            the_store = store
+        the_catalog = _default_catalog() if catalog is None else catalog
+        the_certs = _default_certifications(settings) if certifications is None else certifications
+        service = JobService(the_store, settings, the_catalog, the_certs, the_hub)
+        app.state.service = service
+        runtime = Runtime(settings, the_store, the_hub, the_catalog, the_certs, service)
+        started: list[BackgroundService] = []
+        try:
+            for factory in factories:
+                svc = factory(runtime)
+                await svc.start()
+                started.append(svc)
+            yield
+        finally:
+            for svc in reversed(started):
+                try:
+                    await svc.stop()
+                except Exception:
+                    log.exception("background service failed to stop: %r", svc)
+            if own_store:
+                await the_store.close()
+
+    return Litestar(
+        route_handlers=[v1_router(), healthz, readyz],
+        lifespan=[lifespan],
+        exception_handlers={Exception: handle_exception},
+        middleware=[access_log_middleware],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="onejob", version="1", path="/schema", description=_DESCRIPTION
+        ),
+        debug=False,
+    )
+
+
+_DESCRIPTION = (
+    "One user intention becomes one durable job; every try is an attempt; exactly one "
+    "attempt writes the result. Errors are application/problem+json."
+)
+
+
+def settings_for_tests(**overrides: Any) -> Settings:
+    """Return settings with the bundled simulator routes and the dispatcher off."""
+    from gateway.settings import simulator_defaults
+
+    data = simulator_defaults()
+    data["simulator"]["enabled"] = False
+    data["dispatcher"] = {"enabled": False}
+    data.update(overrides)
+    return Settings.model_validate(data)

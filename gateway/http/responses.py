@@ -1,0 +1,177 @@
+"""The one place where service outcomes and errors become HTTP responses (RFC 9457 problems)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+
+from gateway.domain.records import (
+    AddAttemptOutcome,
+    AddAttemptResult,
+    CreateOutcome,
+    CreateResult,
+    JobRecord,
+    TransitionOutcome,
+    TransitionResult,
+)
+from gateway.domain.states import JobStatus
+from gateway.errors import (
+    BadRequest,
+    Forbidden,
+    GatewayError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+)
+from gateway.http.views import admin_attempt_view, job_location, job_view
+
+log = logging.getLogger("onejob.http")
+
+PROBLEM_JSON = "application/problem+json"
+KEY_REUSED = "urn:onejob:idempotency-key-reused"
+ATTEMPT_IN_PROGRESS = "urn:onejob:attempt-in-progress"
+JOB_CLOSED = "urn:onejob:job-closed"
+NOT_UNKNOWN = "urn:onejob:not-unknown"
+NOT_READY = "urn:onejob:not-ready"
+INTERNAL = "urn:onejob:internal-error"
+
+#: Litestar's own HTTP errors, by status, as this API's problem classes.
+_FRAMEWORK_ERRORS: dict[int, type[GatewayError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    413: PayloadTooLarge,
+}
+
+
+def problem(
+    status: int,
+    type_: str,
+    title: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response[Any]:
+    """Build an ``application/problem+json`` response."""
+    body = {"type": type_, "title": title, "status": status, "detail": detail, **extra}
+    return Response(content=body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def error_response(error: GatewayError) -> Response[Any]:
+    """Render a request problem raised by the service or the HTTP layer."""
+    return problem(
+        error.status,
+        error.type,
+        error.title,
+        error.detail,
+        headers=error.headers() or None,
+        **error.extra,
+    )
+
+
+def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """Turn any exception into a problem; only real bugs become 500 (and are logged)."""
+    if isinstance(exc, GatewayError) and exc.status < 500:
+        return error_response(exc)
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
+        cls = _FRAMEWORK_ERRORS.get(exc.status_code)
+        detail = str(exc.detail or "")
+        if cls is not None:
+            return error_response(cls(detail or None))
+        return problem(exc.status_code, f"urn:onejob:http-{exc.status_code}", detail, detail)
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
+
+
+def created_response(result: CreateResult, job: JobRecord) -> Response[Any]:
+    """Answer ``POST /v1/jobs``: 201 new, 200 replay, 409 key reused with other input."""
+    if result.outcome is CreateOutcome.CONFLICT:
+        return problem(
+            409,
+            KEY_REUSED,
+            "Idempotency-Key reused",
+            "This Idempotency-Key was already used with a different request; "
+            "the existing job was not changed.",
+            job_id=result.job.id,
+        )
+    headers = {"Location": job_location(job.id)}
+    if result.outcome is CreateOutcome.REPLAYED:
+        headers["Idempotent-Replayed"] = "true"
+        return Response(content=job_view(job), status_code=200, headers=headers)
+    return Response(content=job_view(job), status_code=201, headers=headers)
+
+
+def job_response(job: JobRecord, *, headers: dict[str, str] | None = None) -> Response[Any]:
+    """Answer with a job."""
+    return Response(content=job_view(job), status_code=200, headers=headers)
+
+
+def attempt_response(result: AddAttemptResult, job: JobRecord | None) -> Response[Any]:
+    """Answer ``POST /v1/jobs/{id}/attempts``: 202 added, 409 blocked or closed."""
+    if result.outcome is AddAttemptOutcome.BLOCKED and result.blocking is not None:
+        blocking = result.blocking
+        return problem(
+            409,
+            ATTEMPT_IN_PROGRESS,
+            "Attempt in progress",
+            f"Attempt {blocking.id} is {blocking.state.value}; a new attempt may start "
+            "only when every attempt has finished (resolve unknown ones first).",
+            attempt_id=blocking.id,
+            attempt_state=blocking.state.value,
+        )
+    if result.outcome is not AddAttemptOutcome.ADDED or job is None:
+        status = job.status.value if job is not None else "closed"
+        return problem(
+            409, JOB_CLOSED, "Job closed", f"The job is {status}; no attempt may be added."
+        )
+    attempt_id = result.attempt.id if result.attempt is not None else None
+    return Response(
+        content={**job_view(job), "attempt_id": attempt_id},
+        status_code=202,
+        headers={"Location": job_location(job.id)},
+    )
+
+
+def cancel_response(result: TransitionResult) -> Response[Any]:
+    """Answer ``POST /v1/jobs/{id}/cancel``: 200 cancelled (also again), 409 already decided."""
+    job = result.job
+    if result.outcome is TransitionOutcome.DONE and job is not None:
+        return job_response(job)
+    if job is not None and job.status is JobStatus.CANCELLED:
+        return job_response(job)
+    status = job.status.value if job is not None else "decided"
+    return problem(
+        409,
+        JOB_CLOSED,
+        "Job closed",
+        result.detail or f"The job is {status} and can no longer be cancelled.",
+        job_id=job.id if job is not None else None,
+        job_status=status,
+    )
+
+
+def resolve_response(result: TransitionResult) -> Response[Any]:
+    """Answer ``POST /v1/admin/attempts/{id}/resolve``: 200 resolved, 409 not unknown."""
+    if result.outcome is TransitionOutcome.DONE:
+        return Response(
+            content={
+                "attempt": admin_attempt_view(result.attempt) if result.attempt else None,
+                "job": job_view(result.job) if result.job else None,
+            },
+            status_code=200,
+        )
+    state = result.attempt.state.value if result.attempt is not None else None
+    return problem(
+        409,
+        NOT_UNKNOWN,
+        "Attempt not unknown",
+        result.detail or f"Only an unknown attempt can be resolved; this one is {state}.",
+        attempt_state=state,
+    )

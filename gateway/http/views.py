@@ -1,0 +1,68 @@
+"""The JSON shapes of DESIGN §4: jobs, attempts, pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from gateway.domain.records import AttemptRecord, JobRecord
+
+
+def timestamp(value: dt.datetime | None) -> str | None:
+    """Render a stored time as RFC 3339 UTC (``...Z``); naive values are UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="milliseconds") + "Z"
+
+
+def attempt_view(attempt: AttemptRecord) -> dict[str, Any]:
+    """Describe one attempt to its job's owner."""
+    return {
+        "id": attempt.id,
+        "number": attempt.number,
+        "provider": attempt.provider,
+        "reason": attempt.reason.value,
+        "state": attempt.state.value,
+        "error": attempt.error,
+        "started_at": timestamp(attempt.started_at),
+        "finished_at": timestamp(attempt.finished_at),
+    }
+
+
+def admin_attempt_view(attempt: AttemptRecord) -> dict[str, Any]:
+    """Describe one attempt to an admin: with its job and timing details."""
+    return {
+        **attempt_view(attempt),
+        "job_id": attempt.job_id,
+        "downstream_key": attempt.downstream_key,
+        "provider_request_id": attempt.provider_request_id,
+        "lease_owner": attempt.lease_owner,
+        "deadline_at": timestamp(attempt.deadline_at),
+        "created_at": timestamp(attempt.created_at),
+    }
+
+
+def job_view(job: JobRecord) -> dict[str, Any]:
+    """Describe a job with its attempts."""
+    return {
+        "id": job.id,
+        "owner": job.owner_id,
+        "idempotency_key": job.idempotency_key,
+        "contract": job.contract,
+        "provider": job.provider,
+        "status": job.status.value,
+        "version": job.version,
+        "completed_by": job.completed_by,
+        "result": job.result,
+        "error": job.error,
+        "created_at": timestamp(job.created_at),
+        "updated_at": timestamp(job.updated_at),
+        "attempts": [attempt_view(a) for a in job.attempts],
+    }
+
+
+def job_location(job_id: str) -> str:
+    """Return the path of a job."""
+    return f"/v1/jobs/{job_id}"

@@ -1,0 +1,90 @@
+"""JSON log lines: one object per line on stderr, and one access line per request."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+ACCESS_LOGGER = "onejob.access"
+JOB_ID_SCOPE_KEY = "onejob.job_id"
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Format a record as one JSON object, with any ``extra=`` fields at the top level."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Return the record as a JSON line."""
+        line: dict[str, Any] = {
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record to stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    # Our access middleware logs each request once; uvicorn's would be a second line.
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+def access_log_middleware(app: ASGIApp) -> ASGIApp:
+    """Log one line per HTTP request: method, path, status, duration, job id when known."""
+    log = logging.getLogger(ACCESS_LOGGER)
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await app(scope, receive, send_wrapper)
+        finally:
+            state: dict[str, Any] = scope.get("state") or {}
+            log.info(
+                "%s %s %s",
+                scope.get("method"),
+                scope.get("path"),
+                status,
+                extra={
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "job_id": state.get(JOB_ID_SCOPE_KEY),
+                },
+            )
+
+    return middleware

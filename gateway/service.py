@@ -1,0 +1,350 @@
+"""The use cases a client or an admin drives: framework-free, one method per use case.
+
+Request problems raise ``gateway.errors``; business outcomes (replayed, conflict, blocked,
+closed) come back as the store's result values. The HTTP layer maps both in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
+from gateway.domain.ports import JobStore
+from gateway.domain.records import (
+    AddAttemptOutcome,
+    AddAttemptResult,
+    AttemptRecord,
+    CreateResult,
+    JobRecord,
+    NewJob,
+    Principal,
+    TransitionOutcome,
+    TransitionResult,
+)
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.errors import (
+    BadRequest,
+    FallbackNotCertified,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    UnknownContract,
+    UnknownProvider,
+)
+from gateway.notify import ChangeHub
+from gateway.settings import Settings
+from providers.config import ProviderConfig
+
+MAX_WAIT = 60.0  # seconds, the longest ``Prefer: wait`` honoured
+WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other processes, SQLite)
+MAX_PAGE = 100  # jobs per page
+RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
+_CREATE_FIELDS = frozenset({"contract", "input", "provider"})
+_UNKNOWN_SCAN_LIMIT = 10_000  # unknown attempts scanned to find one by id
+
+
+class ContractSpec(Protocol):
+    """What the service needs of a contract (``contracts.catalog.Contract`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def hedgeable(self) -> bool: ...
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
+
+    @property
+    def output_schema(self) -> Mapping[str, Any]: ...
+
+    def validate_input(self, value: Any) -> list[str]: ...
+
+    def validate_output(self, value: Any) -> list[str]: ...
+
+
+class VerdictLike(Protocol):
+    """A failover decision and why."""
+
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class FailoverPolicy(Protocol):
+    """Decide whether a fallback may replace a primary (``CertificationRegistry`` fits)."""
+
+    def can_failover(
+        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> VerdictLike: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Refusal:
+    allowed: bool
+    reason: str
+
+
+class NoCertifications:
+    """Refuse every fallback: the policy when no certification registry is available."""
+
+    def can_failover(
+        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> VerdictLike:
+        """Refuse, saying why."""
+        return _Refusal(False, "no certification registry is loaded")
+
+
+class JobService:
+    """Create and follow jobs, request attempts, cancel, and resolve unknown attempts."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        catalog: Mapping[str, ContractSpec],
+        certifications: FailoverPolicy | None = None,
+        hub: ChangeHub | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.catalog = catalog
+        self.certifications: FailoverPolicy = certifications or NoCertifications()
+        self.hub = hub
+
+    async def create_job(
+        self, principal: Principal, idempotency_key: str, body: Any
+    ) -> CreateResult:
+        """Create the job, or return the one this key already made (replay or conflict)."""
+        if not isinstance(body, dict):
+            raise InvalidInput("The body must be a JSON object.")
+        extra = sorted(set(body) - _CREATE_FIELDS)
+        if extra:
+            raise InvalidInput(errors=[f"unknown field {name!r}" for name in extra])
+        name = body.get("contract")
+        if not isinstance(name, str):
+            raise InvalidInput("'contract' must be a string naming a contract.")
+        if "input" not in body:
+            raise InvalidInput("'input' is required.")
+        requested = body.get("provider")
+        if requested is not None and not isinstance(requested, str):
+            raise InvalidInput("'provider' must be a string or null.")
+        contract = self._contract(name)
+        primary = self._primary(name, requested)
+        errors = contract.validate_input(body["input"])
+        if errors:
+            raise InvalidInput(f"input is not valid for {name}", errors=errors)
+        try:
+            print_ = fingerprint(name, body["input"], requested)
+        except UnfingerprintableInput as exc:
+            raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
+        return await self.store.create_or_get(
+            NewJob(
+                owner_id=principal.owner_id,
+                idempotency_key=idempotency_key,
+                fingerprint=print_,
+                contract=name,
+                provider=primary,
+                requested_provider=requested,
+                input=body["input"],
+            )
+        )
+
+    async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return the caller's job with its attempts."""
+        job = await self.store.get_job(job_id, principal.owner_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
+
+    async def list_jobs(
+        self,
+        principal: Principal,
+        *,
+        status: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRecord], str | None]:
+        """List the caller's jobs, newest first; return the page and the next cursor."""
+        try:
+            wanted = JobStatus(status) if status else None
+        except ValueError:
+            raise BadRequest(
+                f"status must be one of {', '.join(s.value for s in JobStatus)}."
+            ) from None
+        if not 1 <= limit <= MAX_PAGE:
+            raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+        try:
+            return await self.store.list_jobs(
+                principal.owner_id, status=wanted, limit=limit, cursor=cursor or None
+            )
+        except ValueError as exc:
+            raise BadRequest("The cursor is not valid.") from exc
+
+    async def request_attempt(
+        self, principal: Principal, job_id: str, provider: Any
+    ) -> AddAttemptResult:
+        """Add a manual attempt if R4 allows and the provider may stand in for the primary."""
+        if not isinstance(provider, str):
+            raise InvalidInput("'provider' must be a string naming a configured provider.")
+        fallback = self._provider(provider)
+        job = await self.get_job(principal, job_id)
+        if provider != job.provider:
+            primary = self.settings.providers.get(job.provider)
+            contract = self.catalog.get(job.contract)
+            if primary is None or contract is None:
+                raise FallbackNotCertified(
+                    f"{job.contract} on {job.provider} is no longer configured."
+                )
+            verdict = self.certifications.can_failover(contract, primary, fallback)
+            if not verdict.allowed:
+                raise FallbackNotCertified(
+                    f"{provider} may not replace {job.provider} for {job.contract}: "
+                    f"{verdict.reason}"
+                )
+        result = await self.store.add_attempt(
+            job.id, provider, AttemptReason.MANUAL, owner_id=principal.owner_id
+        )
+        if result.outcome is AddAttemptOutcome.NOT_FOUND:
+            raise NotFound(f"No job {job_id!r}.")
+        return result
+
+    async def cancel(self, principal: Principal, job_id: str) -> TransitionResult:
+        """Cancel the caller's job through CAS; a conflict means it was already decided."""
+        result = await self.store.cancel(job_id, principal.owner_id)
+        if result.outcome is TransitionOutcome.NOT_FOUND:
+            raise NotFound(f"No job {job_id!r}.")
+        return result
+
+    async def list_attempts(
+        self, principal: Principal, state: str | None, *, limit: int = 100
+    ) -> list[AttemptRecord]:
+        """List attempts in ``state`` across all owners (admin)."""
+        self.require_admin(principal)
+        try:
+            wanted = AttemptState(state) if state else None
+        except ValueError:
+            raise BadRequest(
+                f"state must be one of {', '.join(s.value for s in AttemptState)}."
+            ) from None
+        if not 1 <= limit <= 1000:
+            raise BadRequest("limit must be between 1 and 1000.")
+        return await self.store.list_attempts(wanted, limit=limit)
+
+    async def resolve(
+        self,
+        principal: Principal,
+        attempt_id: str,
+        outcome: Any,
+        result: Any = None,
+        note: Any = "",
+    ) -> TransitionResult:
+        """Resolve an ``unknown`` attempt out of band (admin); ``succeeded`` goes through R5."""
+        self.require_admin(principal)
+        try:
+            target = AttemptState(outcome) if isinstance(outcome, str) else None
+        except ValueError:
+            target = None
+        if target not in RESOLVE_OUTCOMES or target is None:
+            raise InvalidInput("'outcome' must be one of failed, cancelled, succeeded.")
+        if not isinstance(note, str):
+            raise InvalidInput("'note' must be a string.")
+        if target is AttemptState.SUCCEEDED:
+            await self._check_result(attempt_id, result)
+        elif result is not None:
+            raise InvalidInput("'result' is only accepted with outcome 'succeeded'.")
+        res = await self.store.resolve(attempt_id, target, result=result, note=note)
+        if res.outcome is TransitionOutcome.NOT_FOUND:
+            raise NotFound(f"No attempt {attempt_id!r}.")
+        return res
+
+    async def wait_for(self, job: JobRecord, seconds: float) -> JobRecord:
+        """Return ``job`` once it is settled or ``seconds`` have passed, whichever is first."""
+        seconds = max(0.0, min(seconds, MAX_WAIT))
+        if job.status.settled or seconds == 0:
+            return job
+        deadline = time.monotonic() + seconds
+        hub = self.hub or ChangeHub()
+        with hub.watch(job.id) as changed:
+            while True:
+                fresh = await self.store.get_job(job.id, job.owner_id)
+                if fresh is None:
+                    return job
+                job = fresh
+                remaining = deadline - time.monotonic()
+                if job.status.settled or remaining <= 0:
+                    return job
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(remaining, WAIT_POLL_INTERVAL))
+                changed.clear()
+
+    def contracts(self) -> list[dict[str, Any]]:
+        """Describe the contracts a client may name, with their routes."""
+        out: list[dict[str, Any]] = []
+        for name in sorted(self.catalog):
+            contract = self.catalog[name]
+            route = self.settings.route_for(name)
+            out.append(
+                {
+                    "name": name,
+                    "description": contract.description,
+                    "hedgeable": contract.hedgeable,
+                    "input_schema": contract.input_schema,
+                    "output_schema": contract.output_schema,
+                    "route": None
+                    if route is None
+                    else {"primary": route.primary, "fallbacks": list(route.fallbacks)},
+                }
+            )
+        return out
+
+    def _contract(self, name: str) -> ContractSpec:
+        contract = self.catalog.get(name)
+        if contract is None:
+            raise UnknownContract(f"No contract named {name!r}; see GET /v1/contracts.")
+        return contract
+
+    def _provider(self, name: str) -> ProviderConfig:
+        cfg = self.settings.providers.get(name)
+        if cfg is None:
+            raise UnknownProvider(f"No provider named {name!r} is configured.")
+        return cfg
+
+    def _primary(self, contract: str, requested: str | None) -> str:
+        if requested is not None:
+            return self._provider(requested).name
+        route = self.settings.route_for(contract)
+        if route is None:
+            raise UnknownProvider(f"No route is configured for {contract!r}; name a provider.")
+        return self._provider(route.primary).name
+
+    async def _check_result(self, attempt_id: str, result: Any) -> None:
+        """Validate a result an admin says an unknown attempt produced."""
+        unknown = await self.store.list_attempts(AttemptState.UNKNOWN, limit=_UNKNOWN_SCAN_LIMIT)
+        attempt = next((a for a in unknown if a.id == attempt_id), None)
+        if attempt is None:
+            # Not unknown (or absent): the store's guarded resolve refuses it without
+            # touching the result, so there is nothing to validate.
+            return
+        job = await self.store.get_job(attempt.job_id)
+        contract = self.catalog.get(job.contract) if job else None
+        if contract is None:
+            raise UnknownContract("The attempt's contract is no longer in the catalog.")
+        errors = contract.validate_output(result)
+        if errors:
+            raise InvalidInput("result is not valid for the contract's output", errors=errors)
+
+    @staticmethod
+    def require_admin(principal: Principal) -> None:
+        if not principal.is_admin:
+            raise Forbidden("This route needs an API key with the admin scope.")
