@@ -1,0 +1,171 @@
+"""Routes, wake-ups, graceful shutdown, the reaper and metrics of the dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+
+from conftest import MakeDispatcher
+from dispatch_fakes import ScriptedProvider, SpyStore, answer, make_attempt, make_job
+
+from gateway.domain.records import ClaimedAttempt
+from gateway.domain.states import AttemptState
+from gateway.metrics import AttemptOutcome, Metrics
+
+
+def claim(store: SpyStore, job_id: str = "job_1") -> None:
+    deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    attempt = make_attempt(1, "p1", job_id=job_id, deadline_at=deadline)
+    store.claims.append(ClaimedAttempt(attempt=attempt, job=make_job(job_id)))
+    store.jobs[job_id] = make_job(job_id, attempts=(attempt,))
+
+
+def test_effective_fallbacks_are_configured_and_certified_in_route_order(
+    make_dispatcher: MakeDispatcher,
+) -> None:
+    d = make_dispatcher(certified=(("p1", "p3"), ("p1", "p2")))
+    assert d.effective_fallbacks("toy@1", "p1") == ["p2", "p3"]
+    d = make_dispatcher(certified=(("p1", "p3"),))
+    assert d.effective_fallbacks("toy@1", "p1") == ["p3"]
+
+
+def test_a_client_chosen_primary_may_fall_back_on_the_routes_primary(
+    make_dispatcher: MakeDispatcher,
+) -> None:
+    d = make_dispatcher(certified=(("p2", "p1"), ("p2", "p3")))
+    assert d.effective_fallbacks("toy@1", "p2") == ["p1", "p3"]
+
+
+def test_unknown_contract_or_provider_has_no_fallbacks(make_dispatcher: MakeDispatcher) -> None:
+    d = make_dispatcher()
+    assert d.effective_fallbacks("nope@1", "p1") == []
+    assert d.effective_fallbacks("toy@1", "nowhere") == []
+
+
+async def test_an_idle_runner_wakes_at_once_when_an_attempt_is_published(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 30.0, "runners": 1})
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)  # the runner found nothing and sleeps on the hub
+        claim(store)
+        began = time.monotonic()
+        d.hub.publish_attempt()
+        for _ in range(100):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.01)
+        assert store.named("finalize")
+        assert time.monotonic() - began < 0.5
+    finally:
+        await d.stop()
+
+
+async def test_runners_poll_when_no_wake_up_arrives(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 0.1, "runners": 1})
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)
+        claim(store)  # no publish: another process made it and NOTIFY got lost
+        for _ in range(100):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.01)
+        assert store.named("finalize")
+    finally:
+        await d.stop()
+
+
+async def test_stop_lets_a_call_in_flight_finish_within_the_grace(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p1 = ScriptedProvider("p1", answer({"label": "x"}, delay=0.3))
+    d = make_dispatcher(
+        providers={"p1": p1, "p2": ScriptedProvider("p2"), "p3": ScriptedProvider("p3")},
+        dispatcher={"runners": 1, "shutdown_grace": 2.0},
+    )
+    claim(store)
+    await d.start()
+    await asyncio.sleep(0.1)
+    assert d.in_flight == 1
+
+    await d.stop()
+
+    assert len(store.named("finalize")) == 1
+    assert d.in_flight == 0
+
+
+async def test_stop_abandons_a_call_past_the_grace_and_claims_nothing_more(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p1 = ScriptedProvider("p1", answer({"label": "x"}, delay=10.0))
+    d = make_dispatcher(
+        providers={"p1": p1, "p2": ScriptedProvider("p2"), "p3": ScriptedProvider("p3")},
+        dispatcher={"runners": 1, "shutdown_grace": 0.2},
+    )
+    claim(store)
+    await d.start()
+    await asyncio.sleep(0.1)
+
+    began = time.monotonic()
+    await d.stop()
+    claims_at_stop = len(store.claim_kwargs)
+    claim(store, "job_2")
+    await asyncio.sleep(0.2)
+
+    assert time.monotonic() - began < 1.5
+    assert store.named("finalize") == [] and store.named("mark_unknown") == []
+    assert len(store.claim_kwargs) == claims_at_stop
+
+
+async def test_reaper_counts_expired_leases_as_unknown_and_refreshes_the_gauge(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher()
+    store.reapable = [make_attempt(1, "p1", state=AttemptState.UNKNOWN)]
+    store.unknown = [make_attempt(1, "p1", state=AttemptState.UNKNOWN)] * 3
+
+    reaped = await d.reap_once()
+    await d.metrics.refresh(store)  # type: ignore[arg-type]
+
+    assert [a.id for a in reaped] == ["att_1"]
+    body, content_type = d.metrics.render()
+    assert content_type.startswith("text/plain")
+    assert b'onejob_attempts_total{outcome="unknown",provider="p1"} 1.0' in body
+    assert b"onejob_attempts_unknown 3.0" in body
+
+
+async def test_reaper_runs_on_its_interval_after_start(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"reap_interval": 0.05})
+    await d.start()
+    try:
+        store.reapable = [make_attempt(1, "p1", state=AttemptState.UNKNOWN)]
+        for _ in range(50):
+            if not store.reapable:
+                break
+            await asyncio.sleep(0.02)
+        assert store.reapable == []
+    finally:
+        await d.stop()
+
+
+def test_each_metrics_object_counts_alone() -> None:
+    a, b = Metrics(), Metrics()
+    a.job_created()
+    a.job_replayed()
+    a.job_conflicted()
+    a.attempt_finished("p1", AttemptOutcome.SUCCEEDED, wall_s=1.0, provider_s=0.9)
+    body_a, _ = a.render()
+    body_b, _ = b.render()
+    assert b"onejob_jobs_created_total 1.0" in body_a
+    assert b"onejob_jobs_replayed_total 1.0" in body_a
+    assert b"onejob_jobs_conflicted_total 1.0" in body_a
+    assert b'onejob_attempt_seconds_count{provider="p1"} 1.0' in body_a
+    assert b"onejob_dispatch_overhead_seconds_count 1.0" in body_a
+    assert b"onejob_jobs_created_total 0.0" in body_b
