@@ -61,7 +61,7 @@ class JobStore(Protocol):
         deadline_s: dict[str, float],
         default_deadline_s: float,
     ) -> ClaimedAttempt | None:
-        """Claim the oldest ``starting`` attempt: move it to ``running`` with a lease and a deadline.
+        """Claim the oldest ``starting`` attempt: ``running``, with a lease and a deadline.
 
         Records ``read_version`` from the job. ``deadline_s`` maps provider -> seconds.
         """
@@ -97,13 +97,23 @@ class JobStore(Protocol):
         ...
 
     async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
-        """Cancel the job through CAS; attempts not yet sent are cancelled, in-flight ones will lose."""
+        """Cancel through CAS: unsent attempts are cancelled, in-flight ones will lose."""
         ...
 
     async def resolve(
-        self, attempt_id: str, outcome: AttemptState, *, result: Any = None, note: str = ""
+        self,
+        attempt_id: str,
+        outcome: AttemptState,
+        *,
+        result: Any = None,
+        note: str = "",
+        next_provider: str | None = None,
     ) -> TransitionResult:
-        """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5)."""
+        """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5).
+
+        With ``failed`` and a ``next_provider``, the failover attempt is added in the same
+        transaction.
+        """
         ...
 
     async def reap_expired_leases(self) -> list[AttemptRecord]:
@@ -114,6 +124,10 @@ class JobStore(Protocol):
         self, state: AttemptState | None, *, limit: int = 100
     ) -> list[AttemptRecord]:
         """List attempts in a state, all owners (admin)."""
+        ...
+
+    async def count_attempts(self, state: AttemptState) -> int:
+        """Count attempts in ``state`` (metrics)."""
         ...
 
     async def events(self, job_id: str) -> list[EventRecord]:

@@ -1,0 +1,95 @@
+"""Engines for SQLite (WAL, busy timeout, ``BEGIN IMMEDIATE``) and PostgreSQL, and migrations."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for the lock before failing
+PG_POOL_SIZE = 10  # connections per process
+PG_MAX_OVERFLOW = 20  # extra connections under bursts
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def is_sqlite(url: str) -> bool:
+    """Say whether ``url`` points at SQLite."""
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """Create the process's engine; on SQLite every transaction takes the write lock at BEGIN.
+
+    ``BEGIN IMMEDIATE`` makes concurrent writers queue on ``busy_timeout`` instead of
+    failing with "database is locked" when a read transaction later tries to write.
+    """
+    if not is_sqlite(url):
+        kwargs.setdefault("pool_size", PG_POOL_SIZE)
+        kwargs.setdefault("max_overflow", PG_MAX_OVERFLOW)
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_async_engine(url, **kwargs)
+
+    kwargs.setdefault("pool_size", 8)
+    kwargs.setdefault("max_overflow", 8)
+    kwargs.setdefault("pool_timeout", 60)
+    engine = create_async_engine(url, **kwargs)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us emit BEGIN ourselves (the driver's implicit BEGIN is DEFERRED).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = "DEFERRED" if conn.get_execution_options().get("onejob_readonly") else "IMMEDIATE"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def _alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _upgrade_sync(url: str) -> None:
+    from alembic import command
+
+    command.upgrade(_alembic_config(url), "head")
+
+
+async def upgrade_database(url: str) -> None:
+    """Run Alembic migrations to head (in a thread: Alembic's env runs its own loop)."""
+    await asyncio.to_thread(_upgrade_sync, url)
+
+
+async def database_is_current(url: str) -> bool:
+    """Say whether the database is migrated to head (the worker refuses to start otherwise)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config(url)).get_current_head()
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            current = await conn.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_revision()
+            )
+    finally:
+        await engine.dispose()
+    return current == head
