@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import GatewayError, InvalidInput, MalformedJson
+from gateway.http.body import MAX_JSON_DEPTH, parse_json
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"   ",
+        b"{",
+        b"{'a': 1}",
+        b'{"a": NaN}',
+        b'{"a": Infinity}',
+        b'{"a": -Infinity}',
+        b'{"a": 1e400}',
+        b'{"a": 1, "a": 2}',
+        b"\xff\xfe{}",
+        b'{"a": 1} trailing',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"n": ' + b"9" * 5000 + b"}",
+    ],
+)
+def test_malformed_bodies_are_a_400(raw: bytes) -> None:
+    with pytest.raises(MalformedJson) as info:
+        parse_json(raw)
+    assert info.value.status == 400
+
+
+def test_nesting_past_the_limit_is_a_422() -> None:
+    raw = b'{"a":' * MAX_JSON_DEPTH + b"1" + b"}" * MAX_JSON_DEPTH
+    assert parse_json(raw) is not None
+    deeper = b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1)
+    with pytest.raises(InvalidInput):
+        parse_json(deeper)
+
+
+def test_unicode_and_numbers_parse_as_json() -> None:
+    assert parse_json('{"name": "Zoë ✓", "n": 1.0, "m": 1}'.encode()) == {
+        "name": "Zoë ✓",
+        "n": 1.0,
+        "m": 1,
+    }
+
+
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+)
+def test_any_json_value_parses_back_to_itself(value: object) -> None:
+    assert parse_json(json.dumps(value).encode()) == value
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_parse_or_give_a_4xx(raw: bytes) -> None:
+    try:
+        parse_json(raw)
+    except GatewayError as exc:
+        assert 400 <= exc.status < 500
