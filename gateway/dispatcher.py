@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
+#: The adapter enforces the deadline itself and says how it ran out; this backstop only
+#: fires if it does not, a little later.
+DEADLINE_SLACK = 0.25  # seconds
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
 
 
@@ -277,7 +280,7 @@ class Dispatcher:
         error: dict[str, Any] | None = None
         definite = False
         try:
-            async with asyncio.timeout(remaining):
+            async with asyncio.timeout(remaining + DEADLINE_SLACK):
                 result = await provider.call(request)
         except TimeoutError:
             error = {

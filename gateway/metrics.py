@@ -134,6 +134,10 @@ class Metrics:
 
     async def refresh(self, store: JobStore) -> None:
         """Set the unknown-attempts gauge from the database (all processes' attempts)."""
+        count = getattr(store, "count_attempts", None)  # a COUNT(*) where the store offers one
+        if count is not None:
+            self.attempts_unknown.set(int(await count(AttemptState.UNKNOWN)))
+            return
         unknown = await store.list_attempts(AttemptState.UNKNOWN, limit=UNKNOWN_SCAN_LIMIT)
         self.attempts_unknown.set(len(unknown))
 

@@ -1,0 +1,1 @@
+"""Running the dispatcher inside a process: wiring for ``onejob serve`` and ``onejob worker``."""

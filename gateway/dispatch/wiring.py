@@ -1,0 +1,120 @@
+"""Build a dispatcher from settings and run it for a process's lifetime.
+
+``DispatcherService`` owns what the dispatcher needs beyond the store: one pooled
+``httpx.AsyncClient`` shared by every provider adapter. ``dispatcher_factory`` plugs it into
+``create_app(..., background=[...])``; ``onejob worker`` uses ``DispatcherService`` directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import httpx
+
+from contracts.model import Contract
+from gateway.dispatcher import Certifications, Dispatcher
+from gateway.domain.clock import Clock
+from gateway.domain.ports import JobStore
+from gateway.metrics import Metrics
+from gateway.notify import ChangeHub
+from gateway.settings import Settings
+from providers.factory import build_provider
+
+if TYPE_CHECKING:
+    from gateway.app import Runtime
+
+log = logging.getLogger(__name__)
+
+POOL_CONNECTIONS_PER_RUNNER = 2  # connections: a runner's call, plus the hedge it may start
+MIN_POOL_CONNECTIONS = 20  # connections
+KEEPALIVE_EXPIRY = 30.0  # seconds
+
+
+class DispatcherService:
+    """Start and stop a dispatcher together with the HTTP client its providers share."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: JobStore,
+        hub: ChangeHub,
+        catalog: Mapping[str, Contract],
+        certifications: Certifications,
+        metrics: Metrics,
+        clock: Clock | None = None,
+        worker_id: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._hub = hub
+        self._catalog = catalog
+        self._certifications = certifications
+        self._metrics = metrics
+        self._clock = clock
+        self._worker_id = worker_id or settings.instance_id
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self.dispatcher: Dispatcher | None = None
+
+    async def start(self) -> None:
+        """Open the client, build one adapter per configured provider, start the runners."""
+        pool = max(
+            MIN_POOL_CONNECTIONS, POOL_CONNECTIONS_PER_RUNNER * self.settings.dispatcher.runners
+        )
+        self._client = httpx.AsyncClient(
+            transport=self._transport,
+            limits=httpx.Limits(
+                max_connections=pool,
+                max_keepalive_connections=pool,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
+            ),
+        )
+        providers = {
+            name: build_provider(cfg, self._client) for name, cfg in self.settings.providers.items()
+        }
+        self.dispatcher = Dispatcher(
+            store=self._store,
+            hub=self._hub,
+            providers=providers,
+            provider_configs=self.settings.providers,
+            catalog=self._catalog,
+            certifications=self._certifications,
+            settings=self.settings,
+            metrics=self._metrics,
+            clock=self._clock,
+            worker_id=self._worker_id,
+        )
+        await self.dispatcher.start()
+
+    async def stop(self) -> None:
+        """Stop the runners gracefully, then close the client."""
+        try:
+            if self.dispatcher is not None:
+                await self.dispatcher.stop()
+        finally:
+            if self._client is not None:
+                await self._client.aclose()
+                self._client = None
+
+
+def dispatcher_factory(
+    metrics: Metrics, *, clock: Clock | None = None
+) -> Callable[[Runtime], DispatcherService]:
+    """Return a ``create_app`` background factory that runs the dispatcher in the app."""
+
+    def build(runtime: Runtime) -> DispatcherService:
+        return DispatcherService(
+            runtime.settings,
+            store=runtime.store,
+            hub=runtime.hub,
+            catalog=runtime.catalog,  # type: ignore[arg-type]  # the real catalog: Contracts
+            certifications=runtime.certifications,
+            metrics=metrics,
+            clock=clock,
+        )
+
+    return build
