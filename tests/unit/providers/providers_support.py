@@ -1,0 +1,80 @@
+"""Constants and real-shaped bodies shared by the provider unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SECRET = "sk-test-Zq9SECRETvalue0123456789"
+KEY_ENV = "ONEJOB_TEST_PROVIDER_KEY"
+
+BASE_URLS = {
+    "openai": "https://api.openai.test/v1",
+    "anthropic": "https://api.anthropic.test",
+    "gemini": "https://generativelanguage.googleapis.test",
+    "openai-compatible": "http://localhost:11434/v1",
+}
+ENDPOINTS = {
+    "openai": "https://api.openai.test/v1/chat/completions",
+    "anthropic": "https://api.anthropic.test/v1/messages",
+    "gemini": "https://generativelanguage.googleapis.test/v1beta/models/m-1:generateContent",
+    "openai-compatible": "http://localhost:11434/v1/chat/completions",
+}
+PROTOCOLS = tuple(BASE_URLS)
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["billing", "shipping", "other"]},
+        "priority": {"type": "integer"},
+    },
+    "required": ["category", "priority"],
+    "additionalProperties": False,
+}
+ANSWER = {"category": "billing", "priority": 2}
+
+
+def success_body(protocol: str, text: str, finish: str | None = None) -> dict[str, Any]:
+    """Return a real-shaped 2xx body whose model text is ``text``."""
+    if protocol in ("openai", "openai-compatible"):
+        return {
+            "id": "chatcmpl-abc123",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "m-1-2025-01-01",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": finish or "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 51, "completion_tokens": 9, "total_tokens": 60},
+        }
+    if protocol == "anthropic":
+        return {
+            "id": "msg_01abc",
+            "type": "message",
+            "role": "assistant",
+            "model": "m-1-20250101",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": finish or "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 51, "output_tokens": 9},
+        }
+    return {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": text}], "role": "model"},
+                "finishReason": finish or "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 51,
+            "candidatesTokenCount": 9,
+            "totalTokenCount": 60,
+        },
+        "modelVersion": "m-1-001",
+        "responseId": "resp-abc123",
+    }
