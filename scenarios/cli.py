@@ -1,0 +1,90 @@
+"""``onejob scenarios run|list``: replay the break points and write the reports."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from scenarios.model import RunReport, ScenarioResult, Verdict
+from scenarios.runner import DEFAULT_REPORT_DIR, RunOptions, all_scenarios, run_scenarios
+
+
+def register(subparsers: Any) -> None:
+    """Add ``scenarios run`` and ``scenarios list`` to the ``onejob`` CLI."""
+    parser = subparsers.add_parser(
+        "scenarios", help="replay the break points against real processes"
+    )
+    sub = parser.add_subparsers(dest="scenarios_command", required=True)
+    run = sub.add_parser("run", help="run scenarios and write the reports")
+    run.add_argument("names", nargs="*", metavar="NAME", help="scenarios to run (default: all)")
+    run.add_argument(
+        "--database-url", default=None,
+        help="run the gateways on this database (default: a fresh SQLite file per scenario); "
+        "a PostgreSQL URL gets a fresh database per scenario",
+    )
+    run.add_argument(
+        "--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
+        help=f"where the reports and process logs go (default: {DEFAULT_REPORT_DIR})",
+    )
+    run.set_defaults(func=run_command)
+    listing = sub.add_parser("list", help="list the scenarios")
+    listing.set_defaults(func=list_command)
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """Print every scenario's name and title."""
+    for spec in all_scenarios().values():
+        pg = "  (PostgreSQL)" if spec.needs_postgres else ""
+        print(f"{spec.name:32} {spec.title}{pg}")
+    return 0
+
+
+def progress_line(index: int, total: int, result: ScenarioResult) -> str:
+    """Return the one line printed when a scenario ends."""
+    line = f"[{index:>2}/{total}] {result.name:32} {result.verdict.value:5} {result.duration:6.1f}s"
+    if result.verdict is not Verdict.PASS:
+        line += f"  {result.reason.splitlines()[0][:160] if result.reason else ''}"
+    return line
+
+
+def summary_table(report: RunReport) -> str:
+    """Return the plain-text summary printed at the end of a run."""
+    width = max([len(r.name) for r in report.results] + [8])
+    lines = [f"{'scenario':{width}}  verdict  seconds  reason", "-" * (width + 40)]
+    for r in report.results:
+        reason = r.reason.splitlines()[0][:100] if r.reason else ""
+        lines.append(f"{r.name:{width}}  {r.verdict.value:7}  {r.duration:7.1f}  {reason}")
+    counts = ", ".join(f"{n} {v}" for v, n in report.counts().items() if n)
+    lines.append("-" * (width + 40))
+    lines.append(f"{len(report.results)} scenarios ({counts}) in {report.duration:.1f} s "
+                 f"on {report.database}")
+    return "\n".join(lines)
+
+
+def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the scenarios, print progress and a summary, write the reports; 1 on any failure."""
+    out = out or sys.stdout
+    options = RunOptions(report_dir=args.report_dir, database_url=args.database_url)
+    return asyncio.run(run_and_report(list(args.names), options, out))
+
+
+async def run_and_report(names: list[str], options: RunOptions, out: TextIO) -> int:
+    """Run scenarios, write every report format, and return the exit code."""
+    from reports.scenario_reports import write_reports
+
+    def progress(index: int, total: int, result: ScenarioResult) -> None:
+        print(progress_line(index, total, result), file=out, flush=True)
+
+    try:
+        report = await run_scenarios(names, options, progress)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=out)
+        return 2
+    paths = write_reports(report, options.report_dir)
+    print(file=out)
+    print(summary_table(report), file=out)
+    print("reports: " + ", ".join(str(p) for p in paths.values()), file=out, flush=True)
+    return 0 if report.passed else 1

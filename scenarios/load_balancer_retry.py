@@ -1,0 +1,82 @@
+"""Scenario 10: nginx retries a timed-out POST on a second gateway; still one job, one call."""
+
+from __future__ import annotations
+
+import asyncio
+
+from scenarios.context import ScenarioContext, ScenarioSkipped, brief
+from scenarios.harness import Process
+from scenarios.nginx import SlowRelay, nginx_binary, start_nginx
+from scenarios.runner import scenario
+from scenarios.setup import GatewayConfig
+from scenarios.stage import job_id_of, post_job, run_alone
+
+NAME = "load-balancer-retry"
+NGINX_READ_TIMEOUT = 1.0  # seconds nginx waits for a gateway before retrying elsewhere
+GATEWAY_A_LAG = 3.0  # seconds the relay holds back gateway A's answers
+
+
+@scenario(NAME, "nginx retries a timed-out POST on the second gateway: one job, one call")
+async def load_balancer_retry(ctx: ScenarioContext) -> None:
+    """Put a careless nginx in front of a lagging gateway A and a healthy gateway B."""
+    binary = nginx_binary()
+    if binary is None:
+        raise ScenarioSkipped("nginx is not installed (Debian: apt-get install -y nginx)")
+    sim = await ctx.simulator()
+    registry = await ctx.certified_registry()
+    database_url = await ctx.fresh_db()
+    config = GatewayConfig(sim_port=sim.port, certifications_path=registry)
+    gateway_a = await ctx.gateway("gateway-a", config, database_url)
+    gateway_b = await ctx.gateway("gateway-b", config, database_url)
+    key = await ctx.harness.create_key(database_url, "alice")
+    contract = await ctx.contract(gateway_a, key)
+    relay = SlowRelay(gateway_a.port, GATEWAY_A_LAG)
+    await relay.start()
+    try:
+        nginx, access_log = await start_nginx(
+            ctx.harness, [relay.port, gateway_b.port], NGINX_READ_TIMEOUT, binary
+        )
+        front = Process("nginx-front", [], nginx.log_path, nginx.port, "", {})
+        ctx.action("POST through nginx (gateway A lags)")
+        response = await post_job(ctx, front, key, "lb-1", ctx.job_body(contract))
+        ctx.expect(response.status_code in (200, 201), "the client gets a job through nginx",
+                   f"status {response.status_code}: {response.text[:200]}")
+        job_id = job_id_of(response)
+        assert job_id is not None
+        await asyncio.sleep(GATEWAY_A_LAG + 0.5 - NGINX_READ_TIMEOUT)
+        lines = access_log.read_text().strip().splitlines() if access_log.exists() else []
+        post_lines = [line for line in lines if '"POST /v1/jobs' in line]
+        ctx.note("nginx access log: " + " | ".join(post_lines))
+        ctx.expect(
+            len(post_lines) == 1 and f":{relay.port}, " in post_lines[0]
+            and f":{gateway_b.port}" in post_lines[0],
+            "nginx sent the POST to gateway A, timed out, and retried it on gateway B",
+            post_lines[0] if post_lines else "no POST in the access log",
+        )
+        answered_a = [r.status_line for r in relay.responses]
+        ctx.note(f"gateway A answered (after nginx gave up): {answered_a}")
+        ctx.expect(any(" 201" in s for s in answered_a),
+                   "gateway A created the job (201), too late for nginx", str(answered_a))
+        ctx.expect(response.status_code == 200
+                   and response.headers.get("idempotent-replayed") == "true",
+                   "gateway B replayed the same job to the client",
+                   f"status {response.status_code}")
+        job = await ctx.wait_job(gateway_b, key, job_id, lambda j: j.get("status") == "succeeded",
+                                 15.0, "the job succeeds")
+        ctx.expect(len(job.get("attempts", [])) == 1, "one attempt", brief(job))
+        listing = await ctx.request("GET", f"{gateway_b.base_url}/v1/jobs", key=key)
+        ctx.expect(listing.text.count('"idempotency_key"') == 1, "the owner has one job",
+                   listing.text[:200])
+        await ctx.wait_calls(sim, 2, 1.0)
+        calls = await ctx.sim_calls(sim)
+        ctx.expect(len(calls) == 1, "one provider call", f"{len(calls)} calls")
+        ctx.expect(str(calls[0].get("idempotency_key", "")).startswith(job_id),
+                   "the provider call carries the job's downstream key",
+                   str(calls[0].get("idempotency_key")))
+        await ctx.capture(gateway_b, key, job_id, sim)
+    finally:
+        await relay.close()
+
+
+if __name__ == "__main__":
+    run_alone(NAME)

@@ -1,0 +1,204 @@
+"""The scenario registry and the runner that turns each scenario into a ``ScenarioResult``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+from scenarios.context import ScenarioContext, ScenarioFailure, ScenarioSkipped, log_dir_for
+from scenarios.harness import Harness, HarnessError
+from scenarios.model import RunReport, ScenarioResult, Verdict
+from scenarios.setup import GatewayConfig, database_kind
+
+ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
+
+SCENARIO_TIMEOUT = 60.0  # seconds one scenario may run before it is an ERROR
+CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
+DEFAULT_REPORT_DIR = Path("reports/out")
+#: Where a PostgreSQL-only scenario finds its database when the run itself is on SQLite.
+POSTGRES_ENV = ("ONEJOB_SCENARIO_POSTGRES_URL", "ONEJOB_TEST_DATABASE_URL")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScenarioSpec:
+    """A registered scenario."""
+
+    name: str
+    title: str
+    body: ScenarioBody
+    needs_postgres: bool = False
+    timeout: float = SCENARIO_TIMEOUT  # seconds
+
+
+SCENARIOS: dict[str, ScenarioSpec] = {}
+
+
+def scenario(
+    name: str, title: str, *, needs_postgres: bool = False, timeout: float = SCENARIO_TIMEOUT
+) -> Callable[[ScenarioBody], ScenarioBody]:
+    """Register the decorated coroutine as the scenario ``name``."""
+
+    def register(body: ScenarioBody) -> ScenarioBody:
+        SCENARIOS[name] = ScenarioSpec(name, title, body, needs_postgres, timeout)
+        return body
+
+    return register
+
+
+def all_scenarios() -> dict[str, ScenarioSpec]:
+    """Import every scenario module and return the registry in catalog order."""
+    from scenarios.catalog import ORDER
+
+    return {name: SCENARIOS[name] for name in ORDER}
+
+
+@dataclasses.dataclass(slots=True)
+class RunOptions:
+    """How a run is set up."""
+
+    report_dir: Path = DEFAULT_REPORT_DIR
+    #: The run's database (None: a fresh SQLite file per scenario).
+    database_url: str | None = None
+    #: PostgreSQL for scenarios that need it when ``database_url`` is SQLite.
+    postgres_url: str | None = None
+    #: Replaces the ``onejob`` command (test-only: runs scenarios against a broken build).
+    onejob_argv: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.postgres_url is None:
+            if database_kind(self.database_url) == "postgresql":
+                self.postgres_url = self.database_url
+            else:
+                self.postgres_url = next(
+                    (os.environ[v] for v in POSTGRES_ENV if os.environ.get(v)), None
+                )
+
+
+class _Certifier:
+    """Certify the simulated providers once per run, with the real ``onejob certify``."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self._options = options
+        self._lock = asyncio.Lock()
+        self._path: Path | None = None
+        self._error: str | None = None
+
+    async def registry(self, ctx: ScenarioContext) -> Path:
+        """Return a copy of the run's certified registry for ``ctx``."""
+        async with self._lock:
+            if self._path is None and self._error is None:
+                await self._certify()
+        if self._error is not None:
+            raise HarnessError(f"certifying the simulated providers failed: {self._error}")
+        assert self._path is not None
+        copy = ctx.harness.work_dir / "certifications.json"
+        shutil.copyfile(self._path, copy)
+        return copy
+
+    async def _certify(self) -> None:
+        work = self._options.report_dir / "work" / "_certify"
+        harness = Harness(work, log_dir_for(self._options.report_dir, "_certify"),
+                          self._options.onejob_argv)
+        try:
+            sim = await harness.start_simulator()
+            config = GatewayConfig(sim.port, work / "certifications.json")
+            path = config.write(work / "certify.toml")
+            registry = work / "certifications.json"
+            registry.unlink(missing_ok=True)
+            code, out, err = await harness.run_cli(
+                "certify", "--config", str(path), "--mode", "live", "--registry", str(registry),
+                timeout=CERTIFY_TIMEOUT,
+            )
+            if code != 0 or not registry.exists():
+                self._error = f"exit {code}: {(err or out)[-800:]}"
+            else:
+                self._path = registry
+        except HarnessError as exc:
+            self._error = str(exc)
+        finally:
+            await harness.close()
+
+
+async def run_scenario(
+    spec: ScenarioSpec, options: RunOptions, certifier: _Certifier | None = None
+) -> ScenarioResult:
+    """Run one scenario against fresh processes and return its result (never raises)."""
+    certifier = certifier or _Certifier(options)
+    database_url = options.postgres_url if spec.needs_postgres else options.database_url
+    work = options.report_dir / "work" / spec.name
+    shutil.rmtree(work, ignore_errors=True)
+    harness = Harness(work, log_dir_for(options.report_dir, spec.name), options.onejob_argv)
+    ctx = ScenarioContext(spec.name, harness, database_url, certifier.registry)
+    started = time.monotonic()
+    verdict, reason = Verdict.PASS, ""
+    try:
+        if spec.needs_postgres and database_kind(database_url) != "postgresql":
+            raise ScenarioSkipped(
+                "needs PostgreSQL: pass --database-url postgresql+asyncpg://… or set "
+                + " / ".join(POSTGRES_ENV)
+            )
+        await asyncio.wait_for(spec.body(ctx), spec.timeout)
+        reason = f"{len(ctx.checks)} checks held"
+    except ScenarioFailure as exc:
+        verdict, reason = Verdict.FAIL, str(exc)
+    except ScenarioSkipped as exc:
+        verdict, reason = Verdict.SKIP, str(exc)
+    except TimeoutError:
+        verdict, reason = Verdict.ERROR, f"did not finish within {spec.timeout:.0f} s"
+    except HarnessError as exc:
+        verdict, reason = Verdict.ERROR, str(exc)
+    except Exception as exc:
+        verdict = Verdict.ERROR
+        reason = f"{type(exc).__name__}: {exc}"
+        ctx.note(traceback.format_exc(limit=8))
+    finally:
+        await ctx.close()
+    return ScenarioResult(
+        name=spec.name,
+        title=spec.title,
+        verdict=verdict,
+        reason=reason,
+        duration=time.monotonic() - started,
+        database=ctx.db_kind,
+        checks=ctx.checks,
+        timeline=sorted(ctx.timeline, key=lambda m: (m.at, m.lane)),
+        exchanges=ctx.exchanges,
+        timeline_source=ctx.timeline_source,
+        notes=ctx.notes,
+        logs=harness.logs(),
+    )
+
+
+async def run_scenarios(
+    names: Sequence[str],
+    options: RunOptions,
+    progress: Callable[[int, int, ScenarioResult], None] | None = None,
+) -> RunReport:
+    """Run the named scenarios (all when empty) one after another."""
+    registry = all_scenarios()
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise KeyError(f"unknown scenarios: {', '.join(unknown)} (known: {', '.join(registry)})")
+    chosen = [registry[n] for n in (names or list(registry))]
+    started_at = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+    started = time.monotonic()
+    certifier = _Certifier(options)
+    results: list[ScenarioResult] = []
+    for index, spec in enumerate(chosen, start=1):
+        result = await run_scenario(spec, options, certifier)
+        results.append(result)
+        if progress is not None:
+            progress(index, len(chosen), result)
+    return RunReport(
+        results=results,
+        started_at=started_at,
+        duration=time.monotonic() - started,
+        database=database_kind(options.database_url),
+    )

@@ -1,0 +1,110 @@
+"""The usual setup of a scenario: one simulator, one gateway on a fresh database, API keys."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from scenarios.context import ScenarioContext
+from scenarios.harness import Process
+from scenarios.setup import GatewayConfig
+
+
+@dataclasses.dataclass(slots=True)
+class Stage:
+    """Running processes and credentials a scenario drives."""
+
+    sim: Process
+    gateway: Process
+    key: str
+    admin_key: str
+    contract: str
+    database_url: str
+    config: GatewayConfig
+    config_path: Path
+
+
+async def stage(
+    ctx: ScenarioContext,
+    *,
+    certified: bool = True,
+    hedgeable: bool = False,
+    **config: Any,
+) -> Stage:
+    """Start a simulator and a gateway (certified fallbacks unless told otherwise)."""
+    sim = await ctx.simulator()
+    registry = await ctx.certified_registry() if certified else ctx.empty_registry()
+    gateway_config = GatewayConfig(sim_port=sim.port, certifications_path=registry, **config)
+    database_url = await ctx.fresh_db()
+    gateway = await ctx.gateway("gateway", gateway_config, database_url)
+    key = await ctx.harness.create_key(database_url, "alice")
+    admin_key = await ctx.harness.create_key(database_url, "ops", admin=True)
+    contract = await ctx.contract(gateway, key, hedgeable=hedgeable)
+    return Stage(sim, gateway, key, admin_key, contract, database_url, gateway_config,
+                 ctx.harness.work_dir / "gateway.toml")
+
+
+async def post_job(
+    ctx: ScenarioContext,
+    gateway: Process,
+    key: str,
+    idempotency_key: str,
+    body: dict[str, Any],
+    *,
+    actor: str = "client",
+    wait: int | None = None,
+    record: bool = True,
+) -> httpx.Response:
+    """``POST /v1/jobs`` with an ``Idempotency-Key`` (and ``Prefer: wait=N`` when asked)."""
+    headers = {"Idempotency-Key": f'"{idempotency_key}"'}
+    if wait is not None:
+        headers["Prefer"] = f"wait={wait}"
+    return await ctx.request(
+        "POST", f"{gateway.base_url}/v1/jobs", actor=actor, key=key, json_body=body,
+        headers=headers, record=record, timeout=(wait or 0) + 30.0,
+    )
+
+
+async def concurrent_posts(
+    ctx: ScenarioContext,
+    gateways: list[Process],
+    key: str,
+    idempotency_key: str,
+    body: dict[str, Any],
+    count: int,
+) -> list[httpx.Response]:
+    """Fire ``count`` identical POSTs at once, spread round-robin over ``gateways``."""
+    gate = asyncio.Event()
+
+    async def one(i: int) -> httpx.Response:
+        await gate.wait()
+        return await post_job(ctx, gateways[i % len(gateways)], key, idempotency_key, body,
+                              actor=f"click#{i + 1}")
+
+    tasks = [asyncio.create_task(one(i)) for i in range(count)]
+    await asyncio.sleep(0)  # let every task reach the gate before it opens
+    gate.set()
+    return list(await asyncio.gather(*tasks))
+
+
+def job_id_of(response: httpx.Response) -> str | None:
+    """Return the job id in a job response (None when the body has none)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return str(body["id"]) if isinstance(body, dict) and "id" in body else None
+
+
+def run_alone(name: str) -> None:
+    """Run one scenario as ``python -m scenarios.<module>`` and exit with its verdict."""
+    from scenarios.cli import run_and_report
+    from scenarios.runner import RunOptions
+
+    options = RunOptions(database_url=sys.argv[1] if len(sys.argv) > 1 else None)
+    raise SystemExit(asyncio.run(run_and_report([name], options, sys.stdout)))
