@@ -16,9 +16,12 @@ def blocking_attempt(
     ``starting`` and ``unknown`` always block; ``running`` blocks everyone but the
     dispatcher's hedge (``allow_running``).
     """
+    attempts = list(attempts)
     for attempt in attempts:
         if attempt.state.blocks_new_attempts:
             return attempt
-        if attempt.state is AttemptState.RUNNING and not allow_running:
-            return attempt
+    if not allow_running:
+        for attempt in attempts:
+            if attempt.state is AttemptState.RUNNING:
+                return attempt
     return None

@@ -48,6 +48,7 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
         {
             AttemptState.RUNNING,
             AttemptState.CANCELLED,  # the job was cancelled before anything was sent
+            AttemptState.FAILED,  # could not even be sent (e.g. provider not configured)
             AttemptState.UNKNOWN,
         }
     ),
