@@ -99,7 +99,15 @@ class HFTokenizer:
 
     exact = True
 
-    def __init__(self, tokenizer: tokenizers.Tokenizer, name: str = "tokenizer.json") -> None:
+    def __init__(
+        self,
+        tokenizer: tokenizers.Tokenizer,
+        name: str = "tokenizer.json",
+        *,
+        special_as_text: bool = True,
+    ) -> None:
+        # Without this, added special tokens written in user text become control tokens.
+        tokenizer.encode_special_tokens = special_as_text
         self.tokenizer = tokenizer
         self.name = f"hf:{name}"
 

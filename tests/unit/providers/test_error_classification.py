@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from providers_support import ANSWER, ENDPOINTS, PROTOCOLS, SECRET, success_body
 
 from providers.base import (
     AmbiguousStatus,
@@ -29,12 +28,16 @@ from providers.config import ProviderConfig
 from providers.factory import build_provider
 from providers.transport import retry_after_seconds
 
-pytestmark = pytest.mark.parametrize("protocol", PROTOCOLS)
+pytestmark = pytest.mark.parametrize(
+    "protocol", ("openai", "anthropic", "gemini", "openai-compatible")
+)
 
 
-async def _fail(config: ProviderConfig, request: ProviderRequest, **mock: Any) -> ProviderError:
+async def _fail(
+    wire: Any, config: ProviderConfig, request: ProviderRequest, **mock: Any
+) -> ProviderError:
     with respx.mock(assert_all_called=False) as router:
-        router.post(ENDPOINTS[config.protocol]).mock(**mock)
+        router.post(wire.endpoints[config.protocol]).mock(**mock)
         async with httpx.AsyncClient() as client:
             with pytest.raises(ProviderError) as caught:
                 await build_provider(config, client).call(request)
@@ -52,13 +55,14 @@ async def _fail(config: ProviderConfig, request: ProviderRequest, **mock: Any) -
     ],
 )
 async def test_connect_failures_are_definite(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     exc: Exception,
     reason: str,
 ) -> None:
-    error = await _fail(make_config(protocol), make_request(), side_effect=exc)
+    error = await _fail(wire, make_config(protocol), make_request(), side_effect=exc)
     assert isinstance(error, ConnectFailed)
     assert error.outcome == "definite"
     assert error.reason == reason
@@ -67,29 +71,31 @@ async def test_connect_failures_are_definite(
 
 @pytest.mark.parametrize("exc", [httpx.ReadTimeout("read"), httpx.WriteTimeout("write")])
 async def test_read_or_write_timeout_after_send_is_unknown(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     exc: Exception,
 ) -> None:
-    error = await _fail(make_config(protocol), make_request(), side_effect=exc)
+    error = await _fail(wire, make_config(protocol), make_request(), side_effect=exc)
     assert isinstance(error, TimedOut)
     assert error.outcome == "unknown"
     assert error.__cause__ is exc
 
 
 async def test_whole_call_deadline_passing_is_unknown(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
 ) -> None:
     async def slow(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(5)
-        return httpx.Response(200, json=success_body(protocol, json.dumps(ANSWER)))
+        return httpx.Response(200, json=wire.body(protocol, json.dumps(wire.answer)))
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    error = await _fail(make_config(protocol), make_request(timeout=0.2), side_effect=slow)
+    error = await _fail(wire, make_config(protocol), make_request(timeout=0.2), side_effect=slow)
     assert isinstance(error, TimedOut)
     assert loop.time() - started < 2.0
 
@@ -103,52 +109,56 @@ async def test_whole_call_deadline_passing_is_unknown(
     ],
 )
 async def test_connection_dropped_mid_response_is_unknown(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     exc: Exception,
 ) -> None:
-    error = await _fail(make_config(protocol), make_request(), side_effect=exc)
+    error = await _fail(wire, make_config(protocol), make_request(), side_effect=exc)
     assert isinstance(error, ConnectionLost)
     assert error.outcome == "unknown"
 
 
 async def test_body_shorter_than_its_content_length_is_unknown(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
 ) -> None:
-    full = json.dumps(success_body(protocol, json.dumps(ANSWER))).encode()
+    full = json.dumps(wire.body(protocol, json.dumps(wire.answer))).encode()
     response = httpx.Response(
         200,
         headers={"content-type": "application/json", "content-length": str(len(full))},
         content=full[: len(full) // 2],
     )
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, ConnectionLost)
     assert error.reason == "truncated_body"
 
 
 async def test_complete_body_that_is_not_json_is_bad_envelope(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
 ) -> None:
     response = httpx.Response(200, content=b"<html>upstream says hi</html>")
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, BadOutput)
     assert error.reason == "bad_envelope"
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
 async def test_client_error_statuses_are_rejected(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     status: int,
 ) -> None:
     response = httpx.Response(status, json={"error": {"message": "bad request here"}})
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, Rejected)
     assert error.reason == f"status_{status}"
     assert error.status_code == status
@@ -156,12 +166,13 @@ async def test_client_error_statuses_are_rejected(
 
 
 async def test_429_is_rate_limited_with_retry_after(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
 ) -> None:
     response = httpx.Response(429, headers={"retry-after": "7"}, json={"error": {}})
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, RateLimited)
     assert error.outcome == "definite"
     assert error.retry_after == 7.0
@@ -169,57 +180,61 @@ async def test_429_is_rate_limited_with_retry_after(
 
 @pytest.mark.parametrize("status", [503, 500, 529])
 async def test_unavailable_statuses_are_definite(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     status: int,
 ) -> None:
     response = httpx.Response(status, text="<html>down</html>")
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, Unavailable)
     assert isinstance(error, DefiniteFailure)
 
 
 @pytest.mark.parametrize("status", [502, 504])
 async def test_gateway_statuses_are_unknown_by_default(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     status: int,
 ) -> None:
     response = httpx.Response(status, text="Bad Gateway")
-    error = await _fail(make_config(protocol), make_request(), return_value=response)
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
     assert isinstance(error, AmbiguousStatus)
     assert isinstance(error, OutcomeUnknown)
     assert error.status_code == status
 
 
 async def test_unknown_statuses_are_configurable_per_provider(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
 ) -> None:
     config = make_config(protocol, unknown_statuses=frozenset({503}))
-    error = await _fail(config, make_request(), return_value=httpx.Response(503))
+    error = await _fail(wire, config, make_request(), return_value=httpx.Response(503))
     assert isinstance(error, AmbiguousStatus)
-    error = await _fail(config, make_request(), return_value=httpx.Response(502))
+    error = await _fail(wire, config, make_request(), return_value=httpx.Response(502))
     assert isinstance(error, Unavailable)
 
 
 async def test_key_echoed_by_the_provider_never_reaches_errors_or_logs(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     protocol: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    echo = {"error": {"message": f"Incorrect API key provided: {SECRET}."}}
+    echo = {"error": {"message": f"Incorrect API key provided: {wire.secret}."}}
     error = await _fail(
-        make_config(protocol), make_request(), return_value=httpx.Response(401, json=echo)
+        wire, make_config(protocol), make_request(), return_value=httpx.Response(401, json=echo)
     )
     assert isinstance(error, Rejected)
     for text in (str(error), repr(error.as_dict()), error.body_excerpt or "", caplog.text):
-        assert SECRET not in text
+        assert wire.secret not in text
     assert "Incorrect API key provided: ***" in str(error)
 
 

@@ -7,14 +7,11 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from providers_support import ANSWER, ENDPOINTS, SECRET, success_body
 
 from providers.base import BadOutput, ProviderRequest, Refused
 from providers.config import ProviderConfig
 from providers.factory import adapter_version, build_provider
 from providers.gemini import to_gemini_schema
-
-URL = ENDPOINTS["gemini"]
 
 
 async def _call(config: ProviderConfig, request: ProviderRequest) -> Any:
@@ -23,10 +20,14 @@ async def _call(config: ProviderConfig, request: ProviderRequest) -> Any:
 
 
 async def test_gemini_request_uses_system_instruction_and_response_schema(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        route = router.post(URL).respond(json=success_body("gemini", json.dumps(ANSWER)))
+        route = router.post(wire.endpoints["gemini"]).respond(
+            json=wire.body("gemini", json.dumps(wire.answer))
+        )
         await _call(make_config("gemini"), make_request(temperature=0.1))
     sent = route.calls.last.request
     body = json.loads(sent.content)
@@ -46,18 +47,22 @@ async def test_gemini_request_uses_system_instruction_and_response_schema(
         },
         "required": ["category", "priority"],
     }
-    assert sent.headers["x-goog-api-key"] == SECRET
-    assert SECRET not in str(sent.url)
+    assert sent.headers["x-goog-api-key"] == wire.secret
+    assert wire.secret not in str(sent.url)
     assert sent.headers["idempotency-key"] == "job_01J/1"
 
 
 async def test_gemini_success_is_parsed_with_response_id_and_usage(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("gemini", json.dumps(ANSWER)))
+        router.post(wire.endpoints["gemini"]).respond(
+            json=wire.body("gemini", json.dumps(wire.answer))
+        )
         result = await _call(make_config("gemini"), make_request())
-    assert result.output == ANSWER
+    assert result.output == wire.answer
     assert result.request_id == "resp-abc123"
     assert (result.usage.input_tokens, result.usage.output_tokens) == (51, 9)
     assert result.finish_reason == "STOP"
@@ -74,44 +79,55 @@ async def test_gemini_success_is_parsed_with_response_id_and_usage(
     ],
 )
 async def test_gemini_finish_reasons_other_than_stop_are_refusals(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     finish: str,
     reason: str,
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("gemini", '{"cat', finish))
+        router.post(wire.endpoints["gemini"]).respond(json=wire.body("gemini", '{"cat', finish))
         with pytest.raises(Refused) as caught:
             await _call(make_config("gemini"), make_request())
     assert caught.value.reason == reason
 
 
 async def test_gemini_blocked_prompt_without_candidates_is_a_safety_refusal(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json={"promptFeedback": {"blockReason": "SAFETY"}})
+        router.post(wire.endpoints["gemini"]).respond(
+            json={"promptFeedback": {"blockReason": "SAFETY"}}
+        )
         with pytest.raises(Refused) as caught:
             await _call(make_config("gemini"), make_request())
     assert caught.value.reason == "safety"
 
 
 async def test_gemini_thought_parts_are_not_part_of_the_answer(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
-    body = success_body("gemini", json.dumps(ANSWER))
+    body = wire.body("gemini", json.dumps(wire.answer))
     body["candidates"][0]["content"]["parts"].insert(0, {"text": "thinking...", "thought": True})
     with respx.mock() as router:
-        router.post(URL).respond(json=body)
+        router.post(wire.endpoints["gemini"]).respond(json=body)
         result = await _call(make_config("gemini"), make_request())
-    assert result.output == ANSWER
+    assert result.output == wire.answer
 
 
 async def test_gemini_prose_is_bad_output(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("gemini", "The answer is billing."))
+        router.post(wire.endpoints["gemini"]).respond(
+            json=wire.body("gemini", "The answer is billing.")
+        )
         with pytest.raises(BadOutput) as caught:
             await _call(make_config("gemini"), make_request())
     assert caught.value.reason == "not_json"

@@ -8,13 +8,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from providers_support import ANSWER, ENDPOINTS, OUTPUT_SCHEMA, SECRET, success_body
 
 from providers.base import BadOutput, ProviderRequest, Refused
 from providers.config import ProviderConfig
 from providers.factory import adapter_version, build_provider
-
-URL = ENDPOINTS["openai"]
 
 
 async def _call(config: ProviderConfig, request: ProviderRequest) -> Any:
@@ -23,11 +20,15 @@ async def _call(config: ProviderConfig, request: ProviderRequest) -> Any:
 
 
 async def test_openai_request_puts_system_first_and_asks_for_strict_json_schema(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     config = make_config("openai", extra_headers={"OpenAI-Project": "proj_1"})
     with respx.mock() as router:
-        route = router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        route = router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         await _call(config, make_request(temperature=0.2))
     sent = route.calls.last.request
     body = json.loads(sent.content)
@@ -41,24 +42,26 @@ async def test_openai_request_puts_system_first_and_asks_for_strict_json_schema(
     assert "max_tokens" not in body
     assert body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "ticket_triage_v1", "schema": OUTPUT_SCHEMA, "strict": True},
+        "json_schema": {"name": "ticket_triage_v1", "schema": wire.schema, "strict": True},
     }
-    assert sent.headers["authorization"] == f"Bearer {SECRET}"
+    assert sent.headers["authorization"] == f"Bearer {wire.secret}"
     assert sent.headers["idempotency-key"] == "job_01J/1"
     assert sent.headers["openai-project"] == "proj_1"
     assert sent.headers["content-type"] == "application/json"
 
 
 async def test_openai_success_is_parsed_with_usage_request_id_and_model(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(
-            json=success_body("openai", json.dumps(ANSWER)), headers={"x-request-id": "req_42"}
+        router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer)), headers={"x-request-id": "req_42"}
         )
         result = await _call(make_config("openai"), make_request())
-    assert result.output == ANSWER
-    assert result.raw_text == json.dumps(ANSWER)
+    assert result.output == wire.answer
+    assert result.raw_text == json.dumps(wire.answer)
     assert result.request_id == "req_42"
     assert (result.usage.input_tokens, result.usage.output_tokens) == (51, 9)
     assert result.finish_reason == "stop"
@@ -67,10 +70,14 @@ async def test_openai_success_is_parsed_with_usage_request_id_and_model(
 
 
 async def test_openai_request_id_falls_back_to_the_completion_id(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         result = await _call(make_config("openai"), make_request())
     assert result.request_id == "chatcmpl-abc123"
 
@@ -79,13 +86,16 @@ async def test_openai_request_id_falls_back_to_the_completion_id(
     ("finish", "reason"), [("length", "length"), ("content_filter", "content_filter")]
 )
 async def test_openai_truncation_and_filtering_are_refusals_with_their_reason(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     finish: str,
     reason: str,
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("openai", '{"category": "bil', finish))
+        router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", '{"category": "bil', finish)
+        )
         with pytest.raises(Refused) as caught:
             await _call(make_config("openai"), make_request())
     assert caught.value.reason == reason
@@ -93,23 +103,27 @@ async def test_openai_truncation_and_filtering_are_refusals_with_their_reason(
 
 
 async def test_openai_refusal_field_is_a_refusal(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
-    body = success_body("openai", "")
+    body = wire.body("openai", "")
     body["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
     with respx.mock() as router:
-        router.post(URL).respond(json=body)
+        router.post(wire.endpoints["openai"]).respond(json=body)
         with pytest.raises(Refused) as caught:
             await _call(make_config("openai"), make_request())
     assert caught.value.reason == "refusal"
 
 
 async def test_openai_prose_around_json_is_bad_output_not_json(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
-    text = f"Sure! Here you go:\n```json\n{json.dumps(ANSWER)}\n```"
+    text = f"Sure! Here you go:\n```json\n{json.dumps(wire.answer)}\n```"
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("openai", text))
+        router.post(wire.endpoints["openai"]).respond(json=wire.body("openai", text))
         with pytest.raises(BadOutput) as caught:
             await _call(make_config("openai"), make_request())
     assert caught.value.reason == "not_json"
@@ -117,26 +131,31 @@ async def test_openai_prose_around_json_is_bad_output_not_json(
 
 
 async def test_openai_body_without_choices_is_bad_envelope(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        router.post(URL).respond(json={"id": "x", "choices": []})
+        router.post(wire.endpoints["openai"]).respond(json={"id": "x", "choices": []})
         with pytest.raises(BadOutput) as caught:
             await _call(make_config("openai"), make_request())
     assert caught.value.reason == "bad_envelope"
 
 
 async def test_openai_key_never_reaches_logs(
+    wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with respx.mock() as router:
-        router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         await _call(make_config("openai"), make_request())
     assert caplog.records, "the adapter should log the call"
-    assert SECRET not in caplog.text
+    assert wire.secret not in caplog.text
 
 
 def test_openai_adapter_version_is_pinned() -> None:

@@ -2,24 +2,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 import respx
-from providers_support import ANSWER, ENDPOINTS, OUTPUT_SCHEMA, success_body
 
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import adapter_version, build_provider
 
-URL = ENDPOINTS["openai-compatible"]
-
 
 async def test_local_server_gets_max_tokens_and_a_json_schema_response_format(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     with respx.mock() as router:
-        route = router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        route = router.post(wire.endpoints["openai-compatible"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         async with httpx.AsyncClient() as client:
             result = await build_provider(make_config("openai-compatible"), client).call(
                 make_request()
@@ -28,16 +30,20 @@ async def test_local_server_gets_max_tokens_and_a_json_schema_response_format(
     assert body["max_tokens"] == 256
     assert "max_completion_tokens" not in body
     assert body["messages"][0]["role"] == "system"
-    assert body["response_format"]["json_schema"]["schema"] == OUTPUT_SCHEMA
-    assert result.output == ANSWER
+    assert body["response_format"]["json_schema"]["schema"] == wire.schema
+    assert result.output == wire.answer
 
 
 async def test_local_server_configured_for_json_object_gets_json_object(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     config = make_config("openai-compatible", response_format="json_object")
     with respx.mock() as router:
-        route = router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        route = router.post(wire.endpoints["openai-compatible"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         async with httpx.AsyncClient() as client:
             await build_provider(config, client).call(make_request())
     body = json.loads(route.calls.last.request.content)
@@ -45,11 +51,15 @@ async def test_local_server_configured_for_json_object_gets_json_object(
 
 
 async def test_local_server_without_a_key_gets_no_authorization_header(
-    make_config: Callable[..., ProviderConfig], make_request: Callable[..., ProviderRequest]
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
 ) -> None:
     config = make_config("openai-compatible", api_key_env=None)
     with respx.mock() as router:
-        route = router.post(URL).respond(json=success_body("openai", json.dumps(ANSWER)))
+        route = router.post(wire.endpoints["openai-compatible"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
         async with httpx.AsyncClient() as client:
             await build_provider(config, client).call(make_request())
     assert "authorization" not in route.calls.last.request.headers
