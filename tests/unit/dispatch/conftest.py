@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from pathlib import Path
+
+# Helpers live beside the tests; under --import-mode=importlib they need this path.
+sys.path.insert(0, str(Path(__file__).parent))
+
 from typing import Any
 
 import pytest
 from dispatch_fakes import (
     FixedCertifications,
+    MakeDispatcher,
     ScriptedProvider,
     SpyStore,
     ToyContract,
@@ -18,8 +24,6 @@ from gateway.dispatcher import Dispatcher
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
-
-MakeDispatcher = Callable[..., Dispatcher]
 
 
 @pytest.fixture

@@ -138,6 +138,8 @@ class SpyStore:
         return self.unknown[:limit]
 
 
+MakeDispatcher = Callable[..., Any]
+
 Behaviour = Callable[[ProviderRequest], Awaitable[ProviderResult]]
 
 

@@ -6,8 +6,14 @@ import asyncio
 import datetime as dt
 import time
 
-from conftest import MakeDispatcher
-from dispatch_fakes import ScriptedProvider, SpyStore, answer, make_attempt, make_job
+from dispatch_fakes import (
+    MakeDispatcher,
+    ScriptedProvider,
+    SpyStore,
+    answer,
+    make_attempt,
+    make_job,
+)
 
 from gateway.domain.records import ClaimedAttempt
 from gateway.domain.states import AttemptState

@@ -6,8 +6,8 @@ import asyncio
 import datetime as dt
 import time
 
-from conftest import MakeDispatcher
 from dispatch_fakes import (
+    MakeDispatcher,
     ScriptedProvider,
     SpyStore,
     ToyContract,

@@ -1,0 +1,226 @@
+"""A gateway with its dispatcher, and a simulator, on loopback sockets for integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from contracts.catalog import load_catalog
+from contracts.registry import CertificationRegistry, adapter_version_of
+from gateway.app import ServiceFactory, create_app, postgres_relay
+from gateway.dispatch.wiring import dispatcher_factory
+from gateway.metrics import Metrics
+from gateway.settings import Settings
+from providers.config import ProviderConfig
+from providers.simulator.server import RunningSimulator
+
+CONTRACT = "ticket-triage@1"
+STARTUP_TIMEOUT = 15.0  # seconds
+CASES = Path(__file__).resolve().parents[3] / "contracts/catalog/ticket-triage/cases.jsonl"
+
+
+def case_input(index: int = 0) -> dict[str, Any]:
+    """Return the input of one catalog case of ticket-triage."""
+    lines = [ln for ln in CASES.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    data: dict[str, Any] = json.loads(lines[index % len(lines)])["input"]
+    return data
+
+
+def sim_settings(
+    sim: RunningSimulator,
+    database_url: str,
+    certifications_path: Path,
+    *,
+    route: dict[str, Any] | None = None,
+    dispatcher: dict[str, Any] | None = None,
+    primary_timeout: float = 10.0,
+    fallback_timeout: float = 10.0,
+    instance_id: str = "gw-test",
+) -> Settings:
+    """Return settings routing every contract to simulated providers on two wire protocols."""
+    return Settings.model_validate(
+        {
+            "database_url": database_url,
+            "instance_id": instance_id,
+            "certifications_path": str(certifications_path),
+            "providers": {
+                "sim-openai": {
+                    "protocol": "openai",
+                    "base_url": sim.provider_url("sim-openai", "openai"),
+                    "model": "sim-gpt",
+                    "timeout": primary_timeout,
+                },
+                "sim-anthropic": {
+                    "protocol": "anthropic",
+                    "base_url": sim.provider_url("sim-anthropic", "anthropic"),
+                    "model": "sim-claude",
+                    "timeout": fallback_timeout,
+                },
+            },
+            "routes": {
+                "*": {"primary": "sim-openai", "fallbacks": ["sim-anthropic"], **(route or {})}
+            },
+            "dispatcher": {
+                "runners": 4,
+                "lease_ttl": 1.0,
+                "poll_interval": 0.5,
+                "reap_interval": 0.2,
+                "shutdown_grace": 2.0,
+                **(dispatcher or {}),
+            },
+        }
+    )
+
+
+def certify(path: Path, providers: Sequence[ProviderConfig], contracts: Sequence[str] = ()) -> None:
+    """Write passing live certificates for ``providers`` on every (or the named) contract."""
+    catalog = load_catalog()
+    now = dt.datetime.now(dt.UTC)
+    stamp = now.isoformat().replace("+00:00", "Z")
+    expires = (now + dt.timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    CertificationRegistry(path).record(
+        [
+            {
+                "contract": name,
+                "contract_fingerprint": catalog[name].fingerprint,
+                "provider": cfg.name,
+                "protocol": cfg.protocol,
+                "model": cfg.model,
+                "adapter_version": adapter_version_of(cfg.protocol),
+                "mode": "live",
+                "verdict": "pass",
+                "certified_at": stamp,
+                "expires_at": expires,
+                "repeats": 1,
+                "cases": 1,
+                "pass_rates": {},
+                "failures": [],
+            }
+            for name in (contracts or sorted(catalog))
+            for cfg in providers
+        ]
+    )
+
+
+@dataclasses.dataclass
+class RunningGateway:
+    """A served gateway app and an HTTP client for it."""
+
+    base_url: str
+    client: httpx.AsyncClient
+    settings: Settings
+    metrics: Metrics
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(
+    settings: Settings, *, background: Sequence[ServiceFactory] | None = None
+) -> AsyncIterator[RunningGateway]:
+    """Serve ``create_app(settings)`` with the dispatcher on a free loopback port."""
+    metrics = Metrics()
+    factories: list[ServiceFactory] = []
+    if settings.database_url.startswith("postgresql"):
+        factories.append(postgres_relay)
+    factories.extend(background if background is not None else [dispatcher_factory(metrics)])
+    app = create_app(settings, background=factories)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(STARTUP_TIMEOUT):
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError("the gateway stopped while starting")
+                await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=30.0) as client:
+            yield RunningGateway(base, client, settings, metrics)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 20.0)
+
+
+class Api:
+    """Speak the gateway's HTTP API as one owner (and an admin)."""
+
+    def __init__(self, gateway: RunningGateway, key: str, admin_key: str) -> None:
+        self.gw = gateway
+        self.auth = {"Authorization": f"Bearer {key}"}
+        self.admin = {"Authorization": f"Bearer {admin_key}"}
+        self._n = 0
+
+    async def create(
+        self,
+        input: Any,
+        *,
+        key: str | None = None,
+        wait: int | None = None,
+        contract: str = CONTRACT,
+    ) -> httpx.Response:
+        self._n += 1
+        headers = {**self.auth, "Idempotency-Key": key or f"k-{self._n}-{id(self)}"}
+        if wait is not None:
+            headers["Prefer"] = f"wait={wait}"
+        return await self.gw.client.post(
+            "/v1/jobs", json={"contract": contract, "input": input}, headers=headers
+        )
+
+    async def job(self, job_id: str, *, wait: int | None = None) -> httpx.Response:
+        headers = dict(self.auth)
+        if wait is not None:
+            headers["Prefer"] = f"wait={wait}"
+        return await self.gw.client.get(f"/v1/jobs/{job_id}", headers=headers)
+
+    async def until(self, job_id: str, predicate: Any, timeout: float = 10.0) -> dict[str, Any]:
+        """Poll the job (bounded) until ``predicate(job)`` holds; return it."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            body: dict[str, Any] = (await self.job(job_id)).json()
+            if predicate(body):
+                return body
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"job never reached the expected state: {body}")
+            await asyncio.sleep(0.05)
+
+
+class SimControl:
+    """The simulator's control API, over HTTP."""
+
+    def __init__(self, sim: RunningSimulator) -> None:
+        self.client = httpx.AsyncClient(base_url=sim.base_url, timeout=10.0)
+
+    async def script(
+        self, provider: str | None, *behaviours: dict[str, Any], count: int = 1
+    ) -> None:
+        r = await self.client.post(
+            "/_sim/script",
+            json={"provider": provider, "behaviours": list(behaviours), "count": count},
+        )
+        r.raise_for_status()
+
+    async def profiles(self, **profiles: str) -> None:
+        (await self.client.post("/_sim/profiles", json=profiles)).raise_for_status()
+
+    async def calls(self, provider: str | None = None) -> list[dict[str, Any]]:
+        params = {"provider": provider} if provider else {}
+        r = await self.client.get("/_sim/calls", params=params)
+        r.raise_for_status()
+        calls: list[dict[str, Any]] = r.json()["calls"]
+        return calls
+
+    async def close(self) -> None:
+        await self.client.aclose()
