@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get, post
-from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, FromQuery, QueryParameter
 
 from gateway.domain.records import Principal
 from gateway.http.auth import authenticate
@@ -26,6 +26,8 @@ from gateway.http.views import admin_attempt_view, job_view
 from gateway.logging import JOB_ID_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
 
+#: The authenticated caller, injected by name from ``authenticate``.
+Caller = NamedDependency[Principal]
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 
 
@@ -61,7 +63,7 @@ async def _maybe_wait(
 
 
 @post("/jobs")
-async def create_job(request: Request[Any, Any, Any], principal: Principal) -> Response[Any]:
+async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """Create a job, or replay the one this Idempotency-Key already made."""
     key = parse_idempotency_key(request.headers.getall(HEADER.lower(), []))
     body = await read_json(request)
@@ -76,7 +78,7 @@ async def create_job(request: Request[Any, Any, Any], principal: Principal) -> R
 
 @get("/jobs/{job_id:str}")
 async def get_job(
-    request: Request[Any, Any, Any], principal: Principal, job_id: str
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
     """Return one of the caller's jobs with its attempts."""
     note_job(request, job_id)
@@ -88,10 +90,10 @@ async def get_job(
 @get("/jobs")
 async def list_jobs(
     request: Request[Any, Any, Any],
-    principal: Principal,
-    status: str | None = None,
-    limit: int = Parameter(default=20),
-    cursor: str | None = None,
+    principal: Caller,
+    status: FromQuery[str | None] = None,
+    limit: FromQuery[int] = 20,
+    cursor: FromQuery[str | None] = None,
 ) -> Response[Any]:
     """List the caller's jobs, newest first, a page at a time."""
     jobs, next_cursor = await service_of(request).list_jobs(
@@ -102,7 +104,7 @@ async def list_jobs(
 
 @post("/jobs/{job_id:str}/attempts")
 async def add_attempt(
-    request: Request[Any, Any, Any], principal: Principal, job_id: str
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
     """Ask for a manual attempt on a provider (the "fallback button", R4)."""
     note_job(request, job_id)
@@ -110,13 +112,13 @@ async def add_attempt(
     service = service_of(request)
     provider = body.get("provider") if isinstance(body, dict) else None
     result = await service.request_attempt(principal, job_id, provider)
-    job = await service.store.get_job(job_id, principal.owner_id)
+    job = result.job or await service.store.get_job(job_id, principal.owner_id)
     return attempt_response(result, job)
 
 
 @post("/jobs/{job_id:str}/cancel")
 async def cancel_job(
-    request: Request[Any, Any, Any], principal: Principal, job_id: str
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
     """Cancel the job; attempts in flight will lose."""
     note_job(request, job_id)
@@ -124,7 +126,7 @@ async def cancel_job(
 
 
 @get("/contracts")
-async def list_contracts(request: Request[Any, Any, Any], principal: Principal) -> Response[Any]:
+async def list_contracts(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """List the contracts a client may name, with their routes."""
     return Response(content={"contracts": service_of(request).contracts()})
 
@@ -132,9 +134,9 @@ async def list_contracts(request: Request[Any, Any, Any], principal: Principal) 
 @get("/admin/attempts")
 async def admin_attempts(
     request: Request[Any, Any, Any],
-    principal: Principal,
-    attempt_state: str | None = Parameter(query="state", default=None),
-    limit: int = Parameter(default=100),
+    principal: Caller,
+    attempt_state: Annotated[str | None, QueryParameter(name="state")] = None,
+    limit: FromQuery[int] = 100,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
     attempts = await service_of(request).list_attempts(principal, attempt_state, limit=limit)
@@ -143,7 +145,7 @@ async def admin_attempts(
 
 @post("/admin/attempts/{attempt_id:str}/resolve")
 async def admin_resolve(
-    request: Request[Any, Any, Any], principal: Principal, attempt_id: str
+    request: Request[Any, Any, Any], principal: Caller, attempt_id: FromPath[str]
 ) -> Response[Any]:
     """Resolve an unknown attempt out of band (admin)."""
     service = service_of(request)
