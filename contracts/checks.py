@@ -1,0 +1,232 @@
+"""The check layers, each a plain function over one case (DESIGN §6).
+
+Layers, in the order a case goes through them::
+
+    render      the template renders strictly; the system prompt sits where the protocol
+                wants it; the prompt fits the context window (provider tokenizer offline,
+                else a high estimate); special-token strings reach the model as plain text
+    transport   the provider answered (a ``ProviderError`` other than BadOutput fails it)
+    schema      the output is JSON and valid against the output JSON Schema
+    model       the pydantic model accepts it (cross-field rules)
+    semantics   the declared assertions and the Python hook hold for the case
+    stability   every one of k repeats passed, with identical must-agree fields (pass^k)
+    agreement   (pairs) primary and fallback agree on the must-agree fields
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import jinja2
+
+from contracts.model import Case, Contract
+from providers.base import ProviderRequest
+from providers.config import ProviderConfig
+from providers.tokenizers import Tokenizer, encodes_special_tokens_as_text
+
+#: Literal special-token spellings of common model families; none may reach a prompt raw.
+SPECIAL_TOKEN = re.compile(
+    r"<\|[a-zA-Z0-9_]+\|>|</?s>|<(?:bos|eos|pad|unk|start_of_turn|end_of_turn)>"
+)
+EXCERPT_CHARS = 300  # characters of offending output kept in a failure
+
+
+class Layer(enum.StrEnum):
+    """One check layer; each is reported separately per case."""
+
+    #: Template, system-prompt placement, token budget, special tokens.
+    RENDER = "render"
+    #: The provider answered at all.
+    TRANSPORT = "transport"
+    #: JSON, valid against the output JSON Schema.
+    SCHEMA = "schema"
+    #: Accepted by the contract's pydantic model.
+    MODEL = "model"
+    #: Declared assertions and the Python hook hold.
+    SEMANTICS = "semantics"
+    #: All k repeats passed, with identical must-agree fields.
+    STABILITY = "stability"
+    #: Primary and fallback agree on the must-agree fields (pairs only).
+    AGREEMENT = "agreement"
+
+
+#: The layers a single provider is certified on, in order.
+CASE_LAYERS = (
+    Layer.RENDER,
+    Layer.TRANSPORT,
+    Layer.SCHEMA,
+    Layer.MODEL,
+    Layer.SEMANTICS,
+    Layer.STABILITY,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one layer for one case."""
+
+    layer: Layer
+    passed: bool
+    reason: str = ""  #: why it failed (empty when it passed)
+    excerpt: str = ""  #: the offending output, shortened
+    detail: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """Return a short printable excerpt of an output value."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def system_placement_errors(protocol: str, body: dict[str, Any], req: ProviderRequest) -> list[str]:
+    """Return where the wire body puts the system prompt wrongly for ``protocol``."""
+    errors: list[str] = []
+    if protocol in ("openai", "openai-compatible"):
+        msgs = body.get("messages") or []
+        first = msgs[0] if msgs else {}
+        if first.get("role") != "system" or first.get("content") != req.system:
+            errors.append("the first message is not the system prompt")
+        if sum(1 for m in msgs if m.get("role") == "system") != 1:
+            errors.append("there must be exactly one system message")
+        if not msgs or msgs[-1].get("role") != "user" or msgs[-1].get("content") != req.user:
+            errors.append("the last message is not the user message")
+    elif protocol == "anthropic":
+        system = body.get("system")
+        text = (
+            system
+            if isinstance(system, str)
+            else "".join(b.get("text", "") for b in system or [] if isinstance(b, dict))
+        )
+        if text != req.system:
+            errors.append("the top-level 'system' field does not hold the system prompt")
+        if any(m.get("role") == "system" for m in body.get("messages") or []):
+            errors.append("the Messages API has no system role, yet a message uses it")
+        if req.system in json.dumps(body.get("messages"), ensure_ascii=False):
+            errors.append("the system prompt leaked into the messages")
+    elif protocol == "gemini":
+        parts = (body.get("systemInstruction") or {}).get("parts") or []
+        if "".join(p.get("text", "") for p in parts) != req.system:
+            errors.append("'systemInstruction' does not hold the system prompt")
+        if req.system in json.dumps(body.get("contents"), ensure_ascii=False):
+            errors.append("the system prompt leaked into 'contents'")
+    else:
+        errors.append(f"unknown protocol {protocol!r}")
+    return errors
+
+
+def check_render(
+    contract: Contract,
+    case: Case,
+    config: ProviderConfig,
+    tokenizer: Tokenizer,
+    wire_body: dict[str, Any] | None,
+    request: ProviderRequest | None,
+) -> Check:
+    """Check the render layer for one case (``wire_body``: what the adapter would send)."""
+    problems: list[str] = []
+    detail: dict[str, Any] = {"tokenizer": tokenizer.name, "exact": tokenizer.exact}
+    input_errors = contract.validate_input(case.input)
+    if input_errors:
+        problems.append(f"input breaks the input schema: {input_errors[0]}")
+    try:
+        prompt = contract.render(case.input)
+    except (jinja2.TemplateError, TypeError) as exc:
+        return Check(Layer.RENDER, False, f"template does not render: {exc}", detail=detail)
+    out_tokens = request.max_output_tokens if request else contract.max_output_tokens
+    budget = config.context_window - out_tokens
+    tokens = tokenizer.count(prompt.system) + tokenizer.count(prompt.user)
+    detail.update(prompt_tokens=tokens, budget=budget, context_window=config.context_window)
+    if tokens > budget:
+        kind = "tokens" if tokenizer.exact else "tokens (estimated high)"
+        problems.append(
+            f"prompt is {tokens} {kind}, over the {budget}-token budget "
+            f"({config.context_window} window minus output)"
+        )
+    for name, text in (("system", prompt.system), ("user", prompt.user)):
+        hit = SPECIAL_TOKEN.search(text)
+        if hit:
+            problems.append(f"special-token string {hit.group(0)!r} reaches the {name} prompt raw")
+        elif not encodes_special_tokens_as_text(tokenizer, text):
+            problems.append(f"the {name} prompt encodes to special-token ids")
+    if wire_body is not None and request is not None:
+        problems.extend(system_placement_errors(config.protocol, wire_body, request))
+    if problems:
+        return Check(Layer.RENDER, False, "; ".join(problems), detail=detail)
+    return Check(Layer.RENDER, True, detail=detail)
+
+
+def check_schema(contract: Contract, output: Any) -> Check:
+    """Check the output against the output JSON Schema."""
+    errors = contract.schema_errors(output)
+    if errors:
+        return Check(Layer.SCHEMA, False, "; ".join(errors[:5]), excerpt(output))
+    return Check(Layer.SCHEMA, True)
+
+
+def check_model(contract: Contract, output: Any) -> Check:
+    """Check the output against the contract's pydantic model."""
+    errors = contract.model_errors(output)
+    if errors:
+        return Check(Layer.MODEL, False, "; ".join(errors[:5]), excerpt(output))
+    return Check(Layer.MODEL, True)
+
+
+def check_semantics(contract: Contract, case: Case, output: Any) -> Check:
+    """Check the declared assertions and the hook against the case's expectations."""
+    errors = contract.semantic_errors(case.input, output, case.expect)
+    if errors:
+        return Check(Layer.SEMANTICS, False, "; ".join(errors), excerpt(output))
+    return Check(Layer.SEMANTICS, True)
+
+
+def agreed_fields(contract: Contract, output: Any) -> dict[str, Any]:
+    """Return the must-agree fields of an output."""
+    if not isinstance(output, dict):
+        return {}
+    return {f: output.get(f) for f in contract.must_agree}
+
+
+def check_stability(
+    contract: Contract, repeat_passed: Sequence[bool], outputs: Sequence[Any]
+) -> Check:
+    """Pass when every repeat passed and the must-agree fields never changed (pass^k)."""
+    k = len(repeat_passed)
+    passed = sum(repeat_passed)
+    detail = {"k": k, "passed": passed}
+    if passed < k:
+        return Check(
+            Layer.STABILITY,
+            False,
+            f"pass^{k} failed: {passed} of {k} repeats passed",
+            detail=detail,
+        )
+    first = agreed_fields(contract, outputs[0]) if outputs else {}
+    for i, out in enumerate(outputs[1:], start=2):
+        other = agreed_fields(contract, out)
+        if other != first:
+            diff = sorted(f for f in first if first.get(f) != other.get(f))
+            return Check(
+                Layer.STABILITY,
+                False,
+                f"repeat {i} changed must-agree field(s) {diff}",
+                excerpt(out),
+                detail,
+            )
+    return Check(Layer.STABILITY, True, detail=detail)
+
+
+def check_agreement(contract: Contract, primary_output: Any, fallback_output: Any) -> Check:
+    """Compare primary and fallback on the contract's must-agree fields."""
+    if primary_output is None or fallback_output is None:
+        return Check(Layer.AGREEMENT, False, "one side produced no valid output")
+    a, b = agreed_fields(contract, primary_output), agreed_fields(contract, fallback_output)
+    diff = [f for f in contract.must_agree if a.get(f) != b.get(f)]
+    if diff:
+        shown = ", ".join(f"{f}: {a.get(f)!r} vs {b.get(f)!r}" for f in diff)
+        return Check(Layer.AGREEMENT, False, f"disagree on {shown}", excerpt(fallback_output))
+    return Check(Layer.AGREEMENT, True)

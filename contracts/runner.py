@@ -1,0 +1,473 @@
+"""Run contract cases against providers: ``live``, ``record`` (live + cassettes), ``replay``.
+
+Providers and cases run concurrently (bounded); the k repeats of one case run in order, so
+stability is measured on the same conditions. Results become certificates
+(``UnitResult.certificate``) for the registry; replay results never certify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import enum
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from contracts.cassettes import (
+    CASSETTE_ROOT,
+    CURRENT_TAPE,
+    CassetteLibrary,
+    CassetteMismatch,
+    RecordingTransport,
+    Tape,
+    write_cassette,
+)
+from contracts.checks import (
+    CASE_LAYERS,
+    Check,
+    Layer,
+    check_agreement,
+    check_model,
+    check_render,
+    check_schema,
+    check_semantics,
+    check_stability,
+)
+from contracts.model import Case, Contract
+from contracts.registry import DEFAULT_VALIDITY, adapter_version_of
+from providers.base import BadOutput, ProviderError, ProviderRequest
+from providers.config import ProviderConfig
+from providers.factory import build_provider
+from providers.tokenizers import Tokenizer, tokenizer_for
+
+DEFAULT_REPEATS = 3
+DEFAULT_CONCURRENCY = 8  # cases in flight at once, across all providers
+
+
+class Mode(enum.StrEnum):
+    """How the runner reaches providers."""
+
+    #: Real round trips to the configured endpoints.
+    LIVE = "live"
+    #: Live, and every exchange written to a scrubbed cassette.
+    RECORD = "record"
+    #: Cassettes answer through respx; proves adapters and parsers, never certifies.
+    REPLAY = "replay"
+
+
+@dataclasses.dataclass(slots=True)
+class CaseResult:
+    """Every layer's outcome for one case on one provider."""
+
+    contract: str
+    provider: str
+    case: str
+    checks: dict[Layer, Check]
+    outputs: list[Any]  #: the parsed output of each repeat (None when there was none)
+    duration: float  # seconds
+    error: str | None = None  #: a harness error (cassette mismatch), not a provider failure
+
+    @property
+    def passed(self) -> bool:
+        """Say whether every certified layer passed."""
+        return self.error is None and all(self.checks[layer].passed for layer in CASE_LAYERS)
+
+    def first_failure(self) -> Check | None:
+        """Return the first failing layer (the one that explains the case)."""
+        for layer in CASE_LAYERS:
+            check = self.checks[layer]
+            if not check.passed and not check.detail.get("not_reached"):
+                return check
+        return None
+
+
+@dataclasses.dataclass(slots=True)
+class UnitResult:
+    """One provider on one contract: what a certificate is issued for."""
+
+    contract: Contract
+    provider: ProviderConfig
+    mode: Mode
+    repeats: int
+    adapter_version: str
+    cases: list[CaseResult]
+    started_at: dt.datetime
+    duration: float  # seconds
+    agreement: dict[str, list[Check]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Say whether every case passed every layer."""
+        return bool(self.cases) and all(c.passed for c in self.cases)
+
+    @property
+    def errors(self) -> list[str]:
+        """Return the harness errors (cassette mismatches) of this unit."""
+        return [f"{c.case}: {c.error}" for c in self.cases if c.error]
+
+    def pass_rates(self) -> dict[str, float]:
+        """Return, per layer, the fraction of cases that passed it."""
+        n = len(self.cases) or 1
+        rates = {
+            layer.value: round(sum(c.checks[layer].passed for c in self.cases) / n, 4)
+            for layer in CASE_LAYERS
+        }
+        for primary, checks in self.agreement.items():
+            rates[f"agreement:{primary}"] = round(
+                sum(c.passed for c in checks) / (len(checks) or 1), 4
+            )
+        return rates
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Return one entry per failing case: the first broken layer, its reason and excerpt."""
+        out: list[dict[str, Any]] = []
+        for c in self.cases:
+            check = c.first_failure()
+            if c.error:
+                out.append({"case": c.case, "layer": "harness", "reason": c.error, "excerpt": ""})
+            elif check is not None:
+                out.append(
+                    {
+                        "case": c.case,
+                        "layer": check.layer.value,
+                        "reason": check.reason,
+                        "excerpt": check.excerpt,
+                    }
+                )
+        return out
+
+    def certificate(self, validity: dt.timedelta = DEFAULT_VALIDITY) -> dict[str, Any]:
+        """Return the registry entry for this unit (``onejob.certifications/1``)."""
+        finished = self.started_at + dt.timedelta(seconds=self.duration)
+        agreement = {
+            primary: {
+                "rate": round(sum(c.passed for c in checks) / (len(checks) or 1), 4),
+                "failures": [
+                    {"case": case.case, "reason": c.reason, "excerpt": c.excerpt}
+                    for case, c in zip(self.cases, checks, strict=True)
+                    if not c.passed
+                ],
+            }
+            for primary, checks in self.agreement.items()
+        }
+        return {
+            "contract": self.contract.name,
+            "contract_fingerprint": self.contract.fingerprint,
+            "provider": self.provider.name,
+            "protocol": self.provider.protocol,
+            "model": self.provider.model,
+            "adapter_version": self.adapter_version,
+            "mode": self.mode.value,
+            "verdict": "pass" if self.passed else "fail",
+            "certified_at": _iso(finished),
+            "expires_at": _iso(finished + validity),
+            "repeats": self.repeats,
+            "cases": len(self.cases),
+            "pass_rates": self.pass_rates(),
+            "failures": self.failures(),
+            "agreement": agreement,
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class CertificationRun:
+    """Everything one ``certify`` run found."""
+
+    mode: Mode
+    repeats: int
+    units: list[UnitResult]
+    started_at: dt.datetime
+    duration: float  # seconds
+
+    @property
+    def passed(self) -> bool:
+        """Say whether every unit passed."""
+        return bool(self.units) and all(u.passed for u in self.units)
+
+    @property
+    def errors(self) -> list[str]:
+        """Return every harness error, prefixed with its provider and contract."""
+        return [f"{u.provider.name}/{u.contract.name}/{e}" for u in self.units for e in u.errors]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Progress:
+    """A progress event: one case finished, or one provider x contract unit finished."""
+
+    provider: str
+    contract: str
+    done: int
+    total: int
+    unit: UnitResult | None = None
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _not_reached(layer: Layer, because: Layer) -> Check:
+    return Check(layer, False, f"not reached: {because.value} failed", detail={"not_reached": True})
+
+
+class Runner:
+    """Run catalog cases against providers in one mode."""
+
+    def __init__(
+        self,
+        mode: Mode,
+        *,
+        repeats: int = DEFAULT_REPEATS,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        cassette_root: Path = CASSETTE_ROOT,
+        recorded_from: str = "live provider",
+        progress: Callable[[Progress], None] | None = None,
+        client: httpx.AsyncClient | None = None,
+        adapter_version: Callable[[str], str] = adapter_version_of,
+    ) -> None:
+        if repeats < 1:
+            raise ValueError("repeats must be >= 1")
+        self.mode = Mode(mode)
+        self.repeats = repeats
+        self.concurrency = max(1, concurrency)
+        self.cassette_root = Path(cassette_root)
+        self.recorded_from = recorded_from
+        self.progress = progress
+        self._client = client
+        self._adapter_version = adapter_version
+        self._tokenizers: dict[str, Tokenizer] = {}
+
+    def _build_client(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
+        secrets = [k for p in providers if (k := p.api_key())]
+        if self.mode is Mode.REPLAY:
+            return CassetteLibrary(self.cassette_root, secrets).client()
+        limits = httpx.Limits(max_connections=self.concurrency * 2)
+        if self.mode is Mode.RECORD:
+            transport = RecordingTransport(httpx.AsyncHTTPTransport(limits=limits), secrets)
+            return httpx.AsyncClient(transport=transport)
+        return httpx.AsyncClient(limits=limits)
+
+    async def run(
+        self,
+        contracts: Sequence[Contract],
+        providers: Sequence[ProviderConfig],
+        *,
+        pairs: Sequence[tuple[str, str]] = (),
+        case_filter: Callable[[Contract, Case], bool] | None = None,
+    ) -> CertificationRun:
+        """Run every case of every contract on every provider; compare the given pairs."""
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        client = self._client or self._build_client(providers)
+        try:
+            sem = asyncio.Semaphore(self.concurrency)
+            units = await asyncio.gather(
+                *(
+                    self._run_unit(client, sem, contract, provider, case_filter)
+                    for provider in providers
+                    for contract in contracts
+                )
+            )
+        finally:
+            if self._client is None:
+                await client.aclose()
+        by_key = {(u.provider.name, u.contract.name): u for u in units}
+        for primary, fallback in pairs:
+            for contract in contracts:
+                p, f = by_key.get((primary, contract.name)), by_key.get((fallback, contract.name))
+                if p is not None and f is not None:
+                    f.agreement[primary] = [
+                        check_agreement(
+                            contract,
+                            pc.outputs[0] if pc.outputs and pc.checks[Layer.MODEL].passed else None,
+                            fc.outputs[0] if fc.outputs and fc.checks[Layer.MODEL].passed else None,
+                        )
+                        for pc, fc in zip(p.cases, f.cases, strict=True)
+                    ]
+        return CertificationRun(
+            self.mode, self.repeats, list(units), started, time.perf_counter() - t0
+        )
+
+    async def _run_unit(
+        self,
+        client: httpx.AsyncClient,
+        sem: asyncio.Semaphore,
+        contract: Contract,
+        provider: ProviderConfig,
+        case_filter: Callable[[Contract, Case], bool] | None,
+    ) -> UnitResult:
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        cases = [c for c in contract.cases if case_filter is None or case_filter(contract, c)]
+        done = 0
+
+        async def one(case: Case) -> CaseResult:
+            nonlocal done
+            async with sem:
+                result = await self.run_case(client, contract, case, provider)
+            done += 1
+            if self.progress:
+                self.progress(Progress(provider.name, contract.name, done, len(cases)))
+            return result
+
+        results = await asyncio.gather(*(one(c) for c in cases))
+        unit = UnitResult(
+            contract=contract,
+            provider=provider,
+            mode=self.mode,
+            repeats=self.repeats,
+            adapter_version=self._adapter_version(provider.protocol),
+            cases=list(results),
+            started_at=started,
+            duration=time.perf_counter() - t0,
+        )
+        if self.progress:
+            self.progress(Progress(provider.name, contract.name, done, len(cases), unit))
+        return unit
+
+    def _tokenizer(self, provider: ProviderConfig) -> Tokenizer:
+        if provider.name not in self._tokenizers:
+            self._tokenizers[provider.name] = tokenizer_for(provider)
+        return self._tokenizers[provider.name]
+
+    async def run_case(
+        self, client: httpx.AsyncClient, contract: Contract, case: Case, provider: ProviderConfig
+    ) -> CaseResult:
+        """Run one case ``repeats`` times on one provider and check every layer."""
+        t0 = time.perf_counter()
+        tape = Tape(provider.name, contract.name, case.id)
+        CURRENT_TAPE.set(tape)  # this task's own context: the transport finds the case
+        adapter = build_provider(provider, client)
+        checks: dict[Layer, Check] = {}
+        request: ProviderRequest | None = None
+        wire: dict[str, Any] | None = None
+        try:
+            request = contract.provider_request(
+                case.input, model=provider.model, timeout=provider.timeout, idempotency_key=None
+            )
+            build = getattr(adapter, "build", None)
+            wire = build(request)[2] if callable(build) else None
+        except Exception as exc:  # a template that cannot render is reported, not raised
+            checks[Layer.RENDER] = Check(Layer.RENDER, False, f"cannot build the request: {exc}")
+        if Layer.RENDER not in checks:
+            checks[Layer.RENDER] = check_render(
+                contract, case, provider, self._tokenizer(provider), wire, request
+            )
+        if request is None:
+            for layer in CASE_LAYERS[1:]:
+                checks[layer] = _not_reached(layer, Layer.RENDER)
+            return CaseResult(contract.name, provider.name, case.id, checks, [], 0.0)
+
+        per_repeat: list[dict[Layer, Check]] = []
+        outputs: list[Any] = []
+        error: str | None = None
+        for r in range(self.repeats):
+            keyed = dataclasses.replace(
+                request, idempotency_key=f"certify/{contract.name}/{case.id}/{r + 1}"
+            )
+            layers, output, error = await self._one_call(adapter, contract, case, keyed)
+            per_repeat.append(layers)
+            outputs.append(output)
+            if error is not None:
+                break
+        if self.mode is Mode.RECORD and tape.interactions:
+            write_cassette(
+                self.cassette_root,
+                tape,
+                {
+                    "recorded_from": self.recorded_from,
+                    "protocol": provider.protocol,
+                    "model": provider.model,
+                    "contract_fingerprint": contract.fingerprint,
+                },
+            )
+        for layer in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS):
+            checks[layer] = _aggregate(layer, per_repeat)
+        repeat_passed = [
+            all(
+                layers[lyr].passed
+                for lyr in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
+            )
+            for layers in per_repeat
+        ]
+        checks[Layer.STABILITY] = check_stability(contract, repeat_passed, outputs)
+        return CaseResult(
+            contract.name,
+            provider.name,
+            case.id,
+            checks,
+            outputs,
+            time.perf_counter() - t0,
+            error,
+        )
+
+    async def _one_call(
+        self, adapter: Any, contract: Contract, case: Case, request: ProviderRequest
+    ) -> tuple[dict[Layer, Check], Any, str | None]:
+        layers: dict[Layer, Check] = {}
+        try:
+            result = await adapter.call(request)
+        except CassetteMismatch as exc:
+            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, False, f"cassette mismatch: {exc}")
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, None, str(exc)
+        except BadOutput as exc:
+            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
+            layers[Layer.SCHEMA] = Check(
+                Layer.SCHEMA,
+                False,
+                f"output is not the contract's JSON ({exc.reason}): {exc}",
+                exc.body_excerpt or "",
+            )
+            _fill_not_reached(layers, Layer.SCHEMA)
+            return layers, None, None
+        except ProviderError as exc:
+            layers[Layer.TRANSPORT] = Check(
+                Layer.TRANSPORT,
+                False,
+                f"{exc.outcome} failure ({exc.reason}): {exc}",
+                exc.body_excerpt or "",
+            )
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, None, None
+        output = result.output
+        layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
+        layers[Layer.SCHEMA] = check_schema(contract, output)
+        if not layers[Layer.SCHEMA].passed:
+            _fill_not_reached(layers, Layer.SCHEMA)
+            return layers, output, None
+        layers[Layer.MODEL] = check_model(contract, output)
+        if not layers[Layer.MODEL].passed:
+            _fill_not_reached(layers, Layer.MODEL)
+            return layers, output, None
+        layers[Layer.SEMANTICS] = check_semantics(contract, case, output)
+        return layers, output, None
+
+
+_CALL_LAYERS = (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
+
+
+def _fill_not_reached(layers: dict[Layer, Check], failed: Layer) -> None:
+    for layer in _CALL_LAYERS[_CALL_LAYERS.index(failed) + 1 :]:
+        layers[layer] = _not_reached(layer, failed)
+
+
+def _aggregate(layer: Layer, per_repeat: list[dict[Layer, Check]]) -> Check:
+    """Pass a layer only when it passed in every repeat; report the first real failure."""
+    if not per_repeat:
+        return _not_reached(layer, Layer.RENDER)
+    failing = [
+        (i, rep[layer]) for i, rep in enumerate(per_repeat, start=1) if not rep[layer].passed
+    ]
+    if not failing:
+        return per_repeat[0][layer]
+    real = [(i, c) for i, c in failing if not c.detail.get("not_reached")]
+    if not real:
+        return failing[0][1]
+    i, check = real[0]
+    k = len(per_repeat)
+    if k > 1 and len(real) < k:
+        return dataclasses.replace(check, reason=f"repeat {i}/{k}: {check.reason}")
+    return check
