@@ -224,3 +224,34 @@ class SimControl:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _toml_table(prefix: str, data: dict[str, Any], out: list[str]) -> None:
+    scalars = {k: v for k, v in data.items() if not isinstance(v, dict) and v is not None}
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    if prefix and (scalars or not tables):
+        out.append(f"[{prefix}]")
+    out.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in scalars.items())
+    for key, table in tables.items():
+        _toml_table(f"{prefix}.{json.dumps(key)}" if prefix else json.dumps(key), table, out)
+
+
+def write_config(path: Path, settings: Settings, **drop: bool) -> Path:
+    """Write ``settings`` as an ``onejob.toml`` a subprocess can load (without ``instance_id``)."""
+    data = settings.model_dump(mode="json", exclude={"instance_id", *drop})
+    lines: list[str] = []
+    _toml_table("", data, lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,122 @@
+"""``onejob worker``: run the attempt dispatcher alone, without the HTTP API.
+
+Any number of workers (and ``onejob serve`` processes) may share one database; claiming is
+atomic there. A worker never migrates: it refuses to start on a database that is not at the
+newest schema (``onejob db upgrade`` or ``onejob serve`` migrate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import Any
+
+from gateway.logging import configure_logging
+from gateway.metrics import Metrics
+from gateway.settings import Settings, load_settings
+
+log = logging.getLogger("onejob.worker")
+
+EXIT_NOT_MIGRATED = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add ``onejob worker`` to the command line."""
+    parser = subparsers.add_parser(
+        "worker", help="run attempts against providers (the dispatcher alone, no HTTP API)"
+    )
+    _arguments(parser)
+    parser.set_defaults(func=cmd_worker)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
+    parser.add_argument("--database-url", help="overrides $ONEJOB_DATABASE_URL")
+    parser.add_argument("--runners", type=int, help="concurrent attempt runners (default: config)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics on this port (default: none)"
+    )
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the worker until SIGTERM or SIGINT; return the exit code."""
+    settings = load_settings(args.config, database_url=args.database_url)
+    if args.runners is not None:
+        dispatcher = settings.dispatcher.model_copy(update={"runners": args.runners})
+        settings = settings.model_copy(update={"dispatcher": dispatcher})
+    configure_logging(settings.log_level)
+    return asyncio.run(run_worker(settings, metrics_port=args.metrics_port))
+
+
+async def run_worker(
+    settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
+) -> int:
+    """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
+    from contracts.catalog import load_catalog
+    from contracts.registry import CertificationRegistry
+    from gateway.app import PostgresRelay
+    from gateway.dispatch.wiring import DispatcherService
+    from gateway.notify import ChangeHub
+    from gateway.store import database_is_current, open_store
+
+    if not await database_is_current(settings.database_url):
+        print(
+            "onejob worker: the database is not at the newest schema; "
+            "run `onejob db upgrade` (or start `onejob serve`) first",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_MIGRATED
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    hub = ChangeHub()
+    metrics = Metrics()
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
+    store = await open_store(settings.database_url, hub=hub)
+    relay = PostgresRelay(settings.database_url, hub)
+    pg = settings.database_url.startswith("postgresql")
+    service = DispatcherService(
+        settings,
+        store=store,
+        hub=hub,
+        catalog=load_catalog(),
+        certifications=CertificationRegistry(settings.certifications_path),
+        metrics=metrics,
+    )
+    try:
+        if pg:
+            await relay.start()
+        await service.start()
+        log.info(
+            "worker started",
+            extra={"worker_id": settings.instance_id, "runners": settings.dispatcher.runners},
+        )
+        await stop.wait()
+        log.info("worker stopping", extra={"worker_id": settings.instance_id})
+    finally:
+        await service.stop()
+        if pg:
+            await relay.stop()
+        await store.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``onejob worker`` on its own (``python -m gateway.worker_cli``)."""
+    parser = argparse.ArgumentParser(prog="onejob worker", description=__doc__)
+    _arguments(parser)
+    return cmd_worker(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

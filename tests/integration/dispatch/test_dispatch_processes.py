@@ -1,0 +1,160 @@
+"""Real worker processes: SIGKILL mid-call leaves the attempt unknown, never re-run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dispatch_harness import CONTRACT, SimControl, case_input, sim_settings, write_config
+
+from gateway.domain.fingerprint import fingerprint
+from gateway.domain.records import NewJob
+from gateway.domain.states import AttemptState, JobStatus
+from gateway.store import open_store
+from providers.simulator.server import RunningSimulator
+
+pytestmark = pytest.mark.slow
+
+PROCESS_EXIT_TIMEOUT = 15.0  # seconds
+
+
+class Workers:
+    """Spawn ``python -m gateway.worker_cli`` processes; kill leftovers at the end."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, config: Path, *extra: str) -> subprocess.Popen[bytes]:
+        n = len(self.procs)
+        with open(self.tmp_path / f"worker-{n}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.worker_cli", "--config", str(config), *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=Path(__file__).resolve().parents[3],
+                env={**os.environ, "ONEJOB_LOG_LEVEL": "INFO"},
+            )
+        self.procs.append(proc)
+        return proc
+
+    def log(self, index: int) -> str:
+        return (self.tmp_path / f"worker-{index}.log").read_text(encoding="utf-8", errors="replace")
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(PROCESS_EXIT_TIMEOUT)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    w = Workers(tmp_path)
+    try:
+        yield w
+    finally:
+        w.cleanup()
+
+
+async def eventually(probe: Any, timeout: float, what: str) -> Any:
+    """Await ``probe()`` until it returns something truthy, at most ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_never_rerun(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    tmp_path: Path,
+    workers: Workers,
+) -> None:
+    settings = sim_settings(
+        sim,
+        database_url,
+        tmp_path / "certs.json",
+        primary_timeout=60.0,
+        dispatcher={"runners": 1, "lease_ttl": 1.0, "reap_interval": 0.2, "poll_interval": 0.2},
+    )
+    config = write_config(tmp_path / "onejob.toml", settings)
+    await sim_control.script("sim-openai", {"kind": "hang"})
+    store = await open_store(database_url)
+    try:
+        victim = workers.spawn(config)
+        inp = case_input(0)
+        created = await store.create_or_get(
+            NewJob(
+                owner_id="alice",
+                idempotency_key="crash-1",
+                fingerprint=fingerprint(CONTRACT, inp, None),
+                contract=CONTRACT,
+                provider="sim-openai",
+                requested_provider=None,
+                input=inp,
+            )
+        )
+        job_id = created.job.id
+
+        async def one_call() -> bool:
+            return len(await sim_control.calls("sim-openai")) == 1
+
+        await eventually(one_call, 20.0, "the worker to call the provider")
+        job = await store.get_job(job_id)
+        assert job is not None
+        assert job.attempts[0].state is AttemptState.RUNNING
+
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(PROCESS_EXIT_TIMEOUT) == -signal.SIGKILL
+
+        job = await store.get_job(job_id)
+        assert job is not None and job.attempts[0].state is AttemptState.RUNNING  # lease held
+
+        reaper = workers.spawn(config)
+
+        async def reaped() -> bool:
+            j = await store.get_job(job_id)
+            return j is not None and j.attempts[0].state is AttemptState.UNKNOWN
+
+        await eventually(reaped, 15.0, "the reaper to turn the attempt unknown")
+        await asyncio.sleep(1.0)  # time for a wrong worker to re-run or fail over
+        job = await store.get_job(job_id)
+        assert job is not None
+        [attempt] = job.attempts
+        assert attempt.state is AttemptState.UNKNOWN
+        assert attempt.error is not None and attempt.error["reason"] == "lease_expired"
+        assert job.status is JobStatus.UNKNOWN
+        calls = await sim_control.calls()
+        assert [c["idempotency_key"] for c in calls] == [f"{job_id}/1"]
+
+        reaper.send_signal(signal.SIGTERM)
+        assert reaper.wait(PROCESS_EXIT_TIMEOUT) == 0, workers.log(1)
+        assert "worker started" in workers.log(1)
+    finally:
+        await store.close()
+
+
+async def test_worker_refuses_a_database_that_is_not_migrated(
+    sim: RunningSimulator,
+    tmp_path: Path,
+    workers: Workers,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    config = write_config(tmp_path / "onejob.toml", sim_settings(sim, url, tmp_path / "c.json"))
+    proc = workers.spawn(config)
+
+    assert proc.wait(PROCESS_EXIT_TIMEOUT) == 2
+    assert "onejob db upgrade" in workers.log(0)
