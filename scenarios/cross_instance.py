@@ -18,7 +18,7 @@ CLICKS = 50
 async def cross_instance(ctx: ScenarioContext) -> None:
     """Start two gateways on one database and split a burst of clicks between them."""
     sim = await ctx.simulator()
-    registry = await ctx.certified_registry()
+    registry = ctx.empty_registry()
     database_url = await ctx.fresh_db()
     config = GatewayConfig(sim_port=sim.port, certifications_path=registry)
     first = await ctx.gateway("gateway-a", config, database_url)

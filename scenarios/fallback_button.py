@@ -17,7 +17,7 @@ IN_PROGRESS = "urn:onejob:attempt-in-progress"
 @scenario(NAME, "The fallback button during an unknown attempt: 409, one job, no second call")
 async def fallback_button(ctx: ScenarioContext) -> None:
     """Click the fallback button while the first attempt runs, and again once it is unknown."""
-    s = await stage(ctx, openai_timeout=DEADLINE)
+    s = await stage(ctx, certified=True, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "hang"}])
     created = await post_job(ctx, s.gateway, s.key, "fb-1", ctx.job_body(s.contract))
     ctx.expect(created.status_code == 201, "the job is created",

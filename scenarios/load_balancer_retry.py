@@ -23,7 +23,7 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
     if binary is None:
         raise ScenarioSkipped("nginx is not installed (Debian: apt-get install -y nginx)")
     sim = await ctx.simulator()
-    registry = await ctx.certified_registry()
+    registry = ctx.empty_registry()
     database_url = await ctx.fresh_db()
     config = GatewayConfig(sim_port=sim.port, certifications_path=registry)
     gateway_a = await ctx.gateway("gateway-a", config, database_url)

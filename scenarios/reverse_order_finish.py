@@ -17,7 +17,7 @@ HEDGE_AFTER = 0.5  # seconds before the dispatcher hedges on the fallback
 @scenario(NAME, "Slow primary, fast hedge: the second to return loses, though it was primary")
 async def reverse_order_finish(ctx: ScenarioContext) -> None:
     """Delay the primary past the hedge threshold and watch the CAS drop its late answer."""
-    s = await stage(ctx, hedgeable=True, hedge_after_s=HEDGE_AFTER)
+    s = await stage(ctx, certified=True, hedgeable=True, hedge_after_s=HEDGE_AFTER)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": PRIMARY_DELAY}])
     created = await post_job(ctx, s.gateway, s.key, "rof-1", ctx.job_body(s.contract), wait=15)
     ctx.expect(created.status_code == 201, "the job is created",

@@ -32,11 +32,11 @@ class Stage:
 async def stage(
     ctx: ScenarioContext,
     *,
-    certified: bool = True,
+    certified: bool = False,
     hedgeable: bool = False,
     **config: Any,
 ) -> Stage:
-    """Start a simulator and a gateway (certified fallbacks unless told otherwise)."""
+    """Start a simulator and a gateway (fallbacks certified only when asked)."""
     sim = await ctx.simulator()
     registry = await ctx.certified_registry() if certified else ctx.empty_registry()
     gateway_config = GatewayConfig(sim_port=sim.port, certifications_path=registry, **config)

@@ -17,7 +17,7 @@ NAME = "uncertified-fallback"
           timeout=CERTIFY_TIMEOUT + 60.0)
 async def uncertified_fallback(ctx: ScenarioContext) -> None:
     """Fail the primary with 503 before and after certifying the fallback."""
-    s = await stage(ctx, certified=False)
+    s = await stage(ctx)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
     created = await post_job(ctx, s.gateway, s.key, "uf-1", ctx.job_body(s.contract), wait=15)
     ctx.expect(created.status_code == 201, "the job is created",
