@@ -100,7 +100,8 @@ class SimulatorApp:
         self._clock = clock
         self.script = Script()
         self.calls: list[CallRecord] = []
-        self._seq = itertools.count(1)
+        self._seq = itertools.count(1)  # numbers the calls since the last reset
+        self._served = itertools.count(1)  # never reset: keeps request ids unique
         self._closing: asyncio.Event | None = None
 
     # -- state ---------------------------------------------------------------------------
@@ -120,6 +121,7 @@ class SimulatorApp:
         self.script.clear()
         self.calls.clear()
         self._overrides.clear()
+        self._seq = itertools.count(1)
 
     def close(self) -> None:
         """Release every request held by ``hang`` (the server is stopping)."""
@@ -192,7 +194,7 @@ class SimulatorApp:
             received_at=self._clock(),
         )
         self.calls.append(record)
-        request_id = hashlib.sha256(f"{seq}:".encode() + body).hexdigest()[:24]
+        request_id = hashlib.sha256(f"{next(self._served)}:".encode() + body).hexdigest()[:24]
         behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
         record.behaviour = behaviour.kind.value
         try:
@@ -225,9 +227,14 @@ class SimulatorApp:
         else:
             problem = ""
         if kind is BehaviourKind.HANG:
-            await self._hold_until_hangup(receive)
-            record.outcome = "hung_up"
-            return
+            if await self._hold_until_hangup(receive):
+                record.outcome = "hung_up"
+                return
+            # The server is stopping under a held request: break the connection mid-answer,
+            # as a dying provider would, rather than let the server invent a 500.
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            record.outcome = "dropped"
+            raise DropConnection("stopping while a request hangs")
         if kind is BehaviourKind.DELAY:
             await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
         if kind is BehaviourKind.STATUS:
@@ -294,8 +301,8 @@ class SimulatorApp:
             )
         return render_success(wire, reply, request_id, now=self._clock())
 
-    async def _hold_until_hangup(self, receive: Receive) -> None:
-        """Wait until the client disconnects, the server stops, or ``MAX_DELAY`` passes."""
+    async def _hold_until_hangup(self, receive: Receive) -> bool:
+        """Wait until the client hangs up (True), or the server stops or ``MAX_DELAY`` passes."""
         closing = asyncio.ensure_future(self._closing_event().wait())
 
         async def hangup() -> None:
@@ -307,6 +314,7 @@ class SimulatorApp:
             await asyncio.wait(
                 {closing, gone}, timeout=MAX_DELAY, return_when=asyncio.FIRST_COMPLETED
             )
+            return gone.done() and not gone.cancelled()
         finally:
             closing.cancel()
             gone.cancel()
