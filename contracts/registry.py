@@ -54,7 +54,8 @@ class Verdict:
 
     allowed: bool
     #: ``certified``, ``missing certificate for P on C``, ``failed``, ``expired``,
-    #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``.
+    #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``,
+    #: ``disagrees with primary``.
     reason: str
     detail: str = ""  #: one human sentence naming the provider and the certificate
 
@@ -144,12 +145,21 @@ class CertificationRegistry:
         adapter_version: str | None = None,
     ) -> Verdict:
         """Say whether ``provider`` holds a valid passing certificate for ``contract``."""
+        return self._certificate(contract, provider, now, adapter_version)[0]
+
+    def _certificate(
+        self,
+        contract: Contract,
+        provider: ProviderConfig,
+        now: dt.datetime | None,
+        adapter_version: str | None,
+    ) -> tuple[Verdict, dict[str, Any] | None]:
         now = now or dt.datetime.now(dt.UTC)
         version = adapter_version or self._adapter_version(provider.protocol)
         who = f"{provider.name} on {contract.name}"
         entries = self.entries()
         if self.error is not None:
-            return Verdict(False, "registry unreadable", self.error)
+            return Verdict(False, "registry unreadable", self.error), None
         mine = [
             e
             for e in entries
@@ -158,34 +168,45 @@ class CertificationRegistry:
             and e.get("mode") in CERTIFYING_MODES
         ]
         if not mine:
-            return Verdict(False, f"missing certificate for {who}", "no live/record certificate")
+            return Verdict(
+                False, f"missing certificate for {who}", "no live/record certificate"
+            ), None
         latest = max(mine, key=lambda e: e["certified_at"])
         current = [e for e in mine if e.get("contract_fingerprint") == contract.fingerprint]
         if not current:
-            return Verdict(
-                False,
-                "fingerprint changed",
-                f"{who}: certified for contract fingerprint "
-                f"{str(latest.get('contract_fingerprint'))[:12]}, "
-                f"the contract is now {contract.fingerprint[:12]}",
+            return (
+                Verdict(
+                    False,
+                    "fingerprint changed",
+                    f"{who}: certified for contract fingerprint "
+                    f"{str(latest.get('contract_fingerprint'))[:12]}, "
+                    f"the contract is now {contract.fingerprint[:12]}",
+                ),
+                None,
             )
         same_model = [e for e in current if e.get("model") == provider.model]
         if not same_model:
             latest = max(current, key=lambda e: e["certified_at"])
-            return Verdict(
-                False,
-                "model changed",
-                f"{who}: certified with model {latest.get('model')!r}, "
-                f"configured model is {provider.model!r}",
+            return (
+                Verdict(
+                    False,
+                    "model changed",
+                    f"{who}: certified with model {latest.get('model')!r}, "
+                    f"configured model is {provider.model!r}",
+                ),
+                None,
             )
         same_adapter = [e for e in same_model if e.get("adapter_version") == version]
         if not same_adapter:
             latest = max(same_model, key=lambda e: e["certified_at"])
-            return Verdict(
-                False,
-                "adapter changed",
-                f"{who}: certified with adapter {latest.get('adapter_version')!r}, "
-                f"current adapter is {version!r}",
+            return (
+                Verdict(
+                    False,
+                    "adapter changed",
+                    f"{who}: certified with adapter {latest.get('adapter_version')!r}, "
+                    f"current adapter is {version!r}",
+                ),
+                None,
             )
         latest = max(same_adapter, key=lambda e: e["certified_at"])
         if latest.get("verdict") != "pass":
@@ -196,11 +217,13 @@ class CertificationRegistry:
                 if first
                 else "no failure recorded"
             )
-            return Verdict(False, "failed", f"{who} failed certification ({why})")
+            return Verdict(False, "failed", f"{who} failed certification ({why})"), latest
         expires = _parse_time(latest["expires_at"])
         if expires <= now:
-            return Verdict(False, "expired", f"{who}: certificate expired at {_iso(expires)}")
-        return Verdict(True, "certified", f"{who}: certified until {_iso(expires)}")
+            return Verdict(
+                False, "expired", f"{who}: certificate expired at {_iso(expires)}"
+            ), latest
+        return Verdict(True, "certified", f"{who}: certified until {_iso(expires)}"), latest
 
     def can_failover(
         self,
@@ -211,10 +234,21 @@ class CertificationRegistry:
         now: dt.datetime | None = None,
     ) -> Verdict:
         """Say whether ``fallback`` may replace ``primary`` for ``contract`` (both certified)."""
-        for provider in (fallback, primary):
-            verdict = self.certificate_verdict(contract, provider, now=now)
-            if not verdict.allowed:
-                return verdict
+        verdict, entry = self._certificate(contract, fallback, now, None)
+        if not verdict.allowed:
+            return verdict
+        agreement = ((entry or {}).get("agreement") or {}).get(primary.name)
+        if agreement is not None and agreement.get("rate", 0) < 1.0:
+            failures = agreement.get("failures") or [{}]
+            return Verdict(
+                False,
+                "disagrees with primary",
+                f"{fallback.name} disagrees with {primary.name} on {contract.name}'s must-agree "
+                f"fields (case {failures[0].get('case')}: {failures[0].get('reason')})",
+            )
+        verdict = self.certificate_verdict(contract, primary, now=now)
+        if not verdict.allowed:
+            return verdict
         return Verdict(
             True,
             "certified",
