@@ -1,44 +1,31 @@
-"""Scenario results as JUnit XML, one ``<testcase>`` per scenario, for CI test tabs."""
+"""Scenario results as JUnit XML, one ``<testcase>`` per scenario, through ``reports.junit``."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
-from scenarios.model import RunReport, Verdict
+from reports.junit import JunitCase, junit_document
+from scenarios.model import RunReport, ScenarioResult, Verdict
 
 SUITE_NAME = "onejob.scenarios"
 
 
+def _case(r: ScenarioResult, database: str) -> JunitCase:
+    checks = "\n".join(f"{'ok ' if c.ok else 'NOT'} {c.what} {c.detail}".rstrip()
+                       for c in r.checks)
+    return JunitCase(
+        name=r.name,
+        classname=f"{SUITE_NAME}.{database}",
+        time=r.duration,
+        failure=r.reason if r.verdict is Verdict.FAIL else None,
+        failure_text=checks,
+        failure_type="ScenarioFailure",
+        error=r.reason if r.verdict is Verdict.ERROR else None,
+        error_text="\n".join([r.reason, *r.notes]),
+        skipped=r.reason if r.verdict is Verdict.SKIP else None,
+        system_out=checks,
+    )
+
+
 def junit_xml(report: RunReport) -> str:
     """Return the run as a JUnit XML document (FAIL → failure, ERROR → error, SKIP → skipped)."""
-    counts = report.counts()
-    suite = ET.Element("testsuite", {
-        "name": f"{SUITE_NAME}.{report.database}",
-        "tests": str(len(report.results)),
-        "failures": str(counts[Verdict.FAIL.value]),
-        "errors": str(counts[Verdict.ERROR.value]),
-        "skipped": str(counts[Verdict.SKIP.value]),
-        "time": f"{report.duration:.3f}",
-        "timestamp": report.started_at,
-    })
-    for r in report.results:
-        case = ET.SubElement(suite, "testcase", {
-            "classname": f"{SUITE_NAME}.{report.database}",
-            "name": r.name,
-            "time": f"{r.duration:.3f}",
-        })
-        checks = "\n".join(f"{'ok ' if c.ok else 'NOT'} {c.what} {c.detail}".rstrip()
-                           for c in r.checks)
-        if r.verdict is Verdict.FAIL:
-            ET.SubElement(case, "failure", {"message": r.reason[:500], "type": "ScenarioFailure"}
-                          ).text = checks
-        elif r.verdict is Verdict.ERROR:
-            ET.SubElement(case, "error", {"message": r.reason[:500], "type": "ScenarioError"}
-                          ).text = "\n".join(r.notes)
-        elif r.verdict is Verdict.SKIP:
-            ET.SubElement(case, "skipped", {"message": r.reason[:500]})
-        ET.SubElement(case, "system-out").text = checks
-    root = ET.Element("testsuites", {"name": SUITE_NAME})
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    cases = [_case(r, report.database) for r in report.results]
+    return junit_document(f"{SUITE_NAME}.{report.database}", cases, report.started_at)

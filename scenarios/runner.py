@@ -16,13 +16,15 @@ from scenarios.certs import STAND_IN_NOTE, write_stand_in_registry
 from scenarios.context import ScenarioContext, ScenarioFailure, ScenarioSkipped, log_dir_for
 from scenarios.harness import Harness, HarnessError
 from scenarios.model import RunReport, ScenarioResult, Verdict
-from scenarios.setup import GatewayConfig, database_kind
+from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_kind
 
 ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
 
 SCENARIO_TIMEOUT = 60.0  # seconds one scenario may run before it is an ERROR
 CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
 DEFAULT_REPORT_DIR = Path("reports/out")
+#: The contract the scenarios send (hedgeable, so the hedge scenario can use it too).
+SCENARIO_CONTRACT = "ticket-triage@1"
 #: Where a PostgreSQL-only scenario finds its database when the run itself is on SQLite.
 POSTGRES_ENV = ("ONEJOB_SCENARIO_POSTGRES_URL", "ONEJOB_TEST_DATABASE_URL")
 
@@ -82,6 +84,15 @@ class RunOptions:
                 )
 
 
+def certify_args(config: Path, registry: Path, report_dir: Path) -> list[str]:
+    """Return the ``onejob certify`` arguments that certify both simulated providers, live."""
+    return [
+        "certify", "--config", str(config), "--mode", "live", "--registry", str(registry),
+        "--report-dir", str(report_dir), "--contract", SCENARIO_CONTRACT,
+        "--provider", SIM_OPENAI, "--provider", SIM_ANTHROPIC, "--repeats", "1",
+    ]
+
+
 class _Certifier:
     """Certify the simulated providers once per run, with the real ``onejob certify``."""
 
@@ -117,8 +128,7 @@ class _Certifier:
             registry = work / "certifications.json"
             registry.unlink(missing_ok=True)
             code, out, err = await harness.run_cli(
-                "certify", "--config", str(path), "--mode", "live", "--registry", str(registry),
-                timeout=CERTIFY_TIMEOUT,
+                *certify_args(path, registry, work / "certify-report"), timeout=CERTIFY_TIMEOUT,
             )
             if code == 2 and "invalid choice: 'certify'" in err:
                 self._path = write_stand_in_registry(registry)

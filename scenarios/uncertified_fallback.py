@@ -6,7 +6,7 @@ import asyncio
 
 from scenarios.context import ScenarioContext, brief, winner_of
 from scenarios.harness import HarnessError
-from scenarios.runner import CERTIFY_TIMEOUT, scenario
+from scenarios.runner import CERTIFY_TIMEOUT, certify_args, scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
 from scenarios.stage import job_id_of, post_job, run_alone, stage
 
@@ -39,8 +39,9 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
 
     ctx.action("onejob certify --mode live")
     code, out, err = await ctx.harness.run_cli(
-        "certify", "--config", str(s.config_path), "--mode", "live",
-        "--registry", str(s.config.certifications_path), timeout=CERTIFY_TIMEOUT,
+        *certify_args(s.config_path, s.config.certifications_path,
+                      ctx.harness.work_dir / "certify-report"),
+        timeout=CERTIFY_TIMEOUT,
     )
     if code != 0:
         raise HarnessError(f"onejob certify exited {code}: {(err or out)[-600:]}")
