@@ -57,6 +57,11 @@ def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
     return out
 
 
+def _sim_origin(provider: ProviderConfig) -> str:
+    profile = provider.name if provider.name in ("drifting", "sloppy", "no-system") else "faithful"
+    return f"onejob provider simulator (in-process), profile {profile!r}, {provider.protocol} wire"
+
+
 def sim_pairs() -> list[tuple[str, str]]:
     """Return the ``--sim`` primary -> fallback pairs compared for agreement."""
     return [(SIM_PRIMARY, name) for name in SIM_PROVIDERS if name != SIM_PRIMARY]
@@ -222,11 +227,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             repeats=args.repeats,
             concurrency=args.concurrency,
             cassette_root=Path(args.cassettes),
-            recorded_from=(
-                "onejob provider simulator (in-process), profile = provider name"
-                if args.sim
-                else "live provider endpoints"
-            ),
+            recorded_from=_sim_origin if args.sim else "live provider endpoints",
             progress=_progress_printer(out, len(chosen) * len(contracts)),
         )
         print(

@@ -224,7 +224,7 @@ class Runner:
         repeats: int = DEFAULT_REPEATS,
         concurrency: int = DEFAULT_CONCURRENCY,
         cassette_root: Path = CASSETTE_ROOT,
-        recorded_from: str = "live provider",
+        recorded_from: str | Callable[[ProviderConfig], str] = "live provider",
         progress: Callable[[Progress], None] | None = None,
         client: httpx.AsyncClient | None = None,
         adapter_version: Callable[[str], str] = adapter_version_of,
@@ -241,7 +241,8 @@ class Runner:
         self._adapter_version = adapter_version
         self._tokenizers: dict[str, Tokenizer] = {}
 
-    def _build_client(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
+    def client_for(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
+        """Return the client this mode needs: plain, recording, or served from cassettes."""
         secrets = [k for p in providers if (k := p.api_key())]
         if self.mode is Mode.REPLAY:
             return CassetteLibrary(self.cassette_root, secrets).client()
@@ -261,7 +262,7 @@ class Runner:
     ) -> CertificationRun:
         """Run every case of every contract on every provider; compare the given pairs."""
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-        client = self._client or self._build_client(providers)
+        client = self._client or self.client_for(providers)
         try:
             sem = asyncio.Semaphore(self.concurrency)
             units = await asyncio.gather(
@@ -377,7 +378,11 @@ class Runner:
                 self.cassette_root,
                 tape,
                 {
-                    "recorded_from": self.recorded_from,
+                    "recorded_from": (
+                        self.recorded_from
+                        if isinstance(self.recorded_from, str)
+                        else self.recorded_from(provider)
+                    ),
                     "protocol": provider.protocol,
                     "model": provider.model,
                     "contract_fingerprint": contract.fingerprint,

@@ -1,0 +1,46 @@
+"""Every catalog case against the simulated providers, as one pytest test each.
+
+Replay mode (the default) serves the committed cassettes, offline; live and record modes
+start an in-process simulator. A failing test names the broken layer and its reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.catalog import load_catalog
+from contracts.checks import CASE_LAYERS
+from contracts.cli import sim_providers
+from contracts.runner import Mode, Runner
+from providers.simulator import run_simulator
+
+CATALOG = load_catalog()
+CASES = [(name, case.id) for name in CATALOG for case in CATALOG[name].cases]
+#: The simulated providers whose cassettes are committed (both faithful profile).
+RECORDED = ("faithful", "faithful-claude")
+
+
+@pytest.mark.parametrize("provider_name", RECORDED)
+@pytest.mark.parametrize(("contract_name", "case_id"), CASES, ids=[f"{c}:{k}" for c, k in CASES])
+async def test_case_passes_every_layer(
+    provider_name: str, contract_name: str, case_id: str, onejob_mode: Mode, onejob_repeats: int
+) -> None:
+    """Run one case k times; every layer must pass."""
+    contract = CATALOG[contract_name]
+    case = contract.case(case_id)
+    runner = Runner(onejob_mode, repeats=onejob_repeats)
+    if onejob_mode is Mode.REPLAY:
+        async with CassetteLibrary().client() as client:
+            result = await runner.run_case(client, contract, case, sim_providers()[provider_name])
+    else:
+        async with run_simulator(port=0) as sim, httpx.AsyncClient() as client:
+            provider = sim_providers(sim.base_url)[provider_name]
+            result = await runner.run_case(client, contract, case, provider)
+    if result.error:
+        pytest.fail(f"harness error: {result.error}", pytrace=False)
+    broken = [
+        f"{layer.value}: {result.checks[layer].reason} | {result.checks[layer].excerpt}"
+        for layer in CASE_LAYERS
+        if not result.checks[layer].passed
+    ]
+    assert not broken, "\n".join(broken)
