@@ -52,9 +52,11 @@ class Behaviour:
         allowed = {"kind", "seconds", "code", "retry_after"}
         if unknown := set(data) - allowed:
             raise ValueError(f"unknown behaviour fields: {sorted(unknown)}")
-        seconds = data.get("seconds", 0.0)
+        seconds = data.get("seconds")
         if kind is BehaviourKind.DELAY and (
-            not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_DELAY
+            not isinstance(seconds, int | float)
+            or isinstance(seconds, bool)
+            or not 0 <= seconds <= MAX_DELAY
         ):
             raise ValueError(f"delay needs 'seconds' between 0 and {MAX_DELAY}")
         code = data.get("code", 500)
@@ -69,7 +71,7 @@ class Behaviour:
             raise ValueError("'retry_after' must be a non-negative number of seconds")
         return cls(
             kind=kind,
-            seconds=float(seconds) if kind is BehaviourKind.DELAY else 0.0,
+            seconds=float(seconds) if kind is BehaviourKind.DELAY and seconds is not None else 0.0,
             code=code if kind is BehaviourKind.STATUS else 500,
             retry_after=float(retry_after) if retry_after is not None else None,
         )
