@@ -77,6 +77,7 @@ class Process:
     port: int
     ready_url: str
     env: dict[str, str]
+    ready_timeout: float = READY_TIMEOUT  # seconds
     proc: asyncio.subprocess.Process | None = None
     _log: IO[bytes] | None = None
 
@@ -102,7 +103,7 @@ class Process:
             env=self.env,
             start_new_session=True,
         )
-        await self.wait_ready()
+        await self.wait_ready(self.ready_timeout)
 
     async def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Poll the readiness URL until it answers below 500; raise when time runs out."""
@@ -164,12 +165,17 @@ class Harness:
     """Own every process of one scenario; ``close`` stops them all."""
 
     def __init__(
-        self, work_dir: Path, log_dir: Path, onejob_argv: list[str] | None = None
+        self,
+        work_dir: Path,
+        log_dir: Path,
+        onejob_argv: list[str] | None = None,
+        ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.work_dir = work_dir
         self.log_dir = log_dir
         #: The ``onejob`` command; tests replace it to prove scenarios catch a broken build.
         self.onejob = list(onejob_argv) if onejob_argv else onejob_command()
+        self.ready_timeout = ready_timeout  # seconds each process may take to become ready
         self.processes: list[Process] = []
         work_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -196,6 +202,7 @@ class Harness:
             port=port,
             ready_url=f"http://127.0.0.1:{port}{ready_path}",
             env=self._env(env),
+            ready_timeout=self.ready_timeout,
         )
         self.processes.append(proc)
         await proc.start()

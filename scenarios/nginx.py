@@ -32,6 +32,7 @@ def careless_config(prefix: Path, port: int, upstreams: list[int], read_timeout:
     )
     user = "user root;\n" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
     tmp = prefix / "tmp"
+    millis = round(read_timeout * 1000)  # nginx takes no fractional seconds
     return f"""{user}worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log info;
@@ -56,8 +57,8 @@ http {{
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_connect_timeout 1s;
-      proxy_send_timeout {read_timeout}s;
-      proxy_read_timeout {read_timeout}s;
+      proxy_send_timeout {millis}ms;
+      proxy_read_timeout {millis}ms;
       # The careless part: a timed-out POST is sent again to the next gateway.
       proxy_next_upstream error timeout non_idempotent;
       proxy_next_upstream_tries 2;

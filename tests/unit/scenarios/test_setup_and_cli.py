@@ -1,0 +1,115 @@
+"""Generated gateway config, verdict mapping, and the CLI's progress and summary lines."""
+
+from __future__ import annotations
+
+import io
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from gateway.settings import Settings
+from scenarios.cli import progress_line, run_and_report, summary_table
+from scenarios.context import ScenarioContext
+from scenarios.model import RunReport, ScenarioResult, Verdict
+from scenarios.runner import RunOptions, ScenarioSpec, all_scenarios, run_scenario
+from scenarios.setup import GatewayConfig, database_kind
+
+
+def test_generated_toml_is_valid_gateway_settings(tmp_path: Path) -> None:
+    config = GatewayConfig(4321, tmp_path / "certs.json", hedge_after_s=0.5, openai_timeout=1.5)
+    settings = Settings.model_validate(tomllib.loads(config.toml()))
+    assert settings.providers["sim-openai"].base_url == "http://127.0.0.1:4321/p/sim-openai/v1"
+    assert settings.providers["sim-openai"].timeout == 1.5
+    assert settings.providers["sim-anthropic"].base_url == "http://127.0.0.1:4321/p/sim-anthropic"
+    route = settings.route_for("ticket-triage@1")
+    assert route is not None and route.hedge_after_s == 0.5
+    assert route.fallbacks == ("sim-anthropic",)
+    assert settings.simulator.enabled is False
+    assert settings.certifications_path == str(tmp_path / "certs.json")
+
+
+def test_database_kind_tells_postgres_from_sqlite() -> None:
+    assert database_kind(None) == "sqlite"
+    assert database_kind("sqlite+aiosqlite:///x.db") == "sqlite"
+    assert database_kind("postgresql+asyncpg://postgres@127.0.0.1/test") == "postgresql"
+
+
+def test_every_required_scenario_is_registered_in_order() -> None:
+    assert list(all_scenarios()) == [
+        "double-click", "divergent-key", "timeout-unknown", "reverse-order-finish",
+        "fallback-button-during-unknown", "worker-crash", "uncertified-fallback",
+        "cross-instance-double-click", "cancel-vs-finish", "load-balancer-retry",
+    ]
+    assert all_scenarios()["cross-instance-double-click"].needs_postgres
+
+
+async def _passes(ctx: ScenarioContext) -> None:
+    ctx.expect(True, "it holds")
+
+
+async def _fails(ctx: ScenarioContext) -> None:
+    ctx.expect(True, "first holds")
+    ctx.expect(1 == 2, "one job id", "ids ['a', 'b']")
+    ctx.expect(True, "never reached")
+
+
+async def _crashes(ctx: ScenarioContext) -> None:
+    raise RuntimeError("socket closed")
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict", "reason"),
+    [
+        (_passes, Verdict.PASS, "1 checks held"),
+        (_fails, Verdict.FAIL, "one job id: ids ['a', 'b']"),
+        (_crashes, Verdict.ERROR, "RuntimeError: socket closed"),
+    ],
+)
+async def test_run_scenario_turns_the_outcome_into_a_verdict(
+    tmp_path: Path, body: object, verdict: Verdict, reason: str
+) -> None:
+    spec = ScenarioSpec("fake", "a fake", body)  # type: ignore[arg-type]
+    result = await run_scenario(spec, RunOptions(report_dir=tmp_path))
+    assert (result.verdict, result.reason) == (verdict, reason)
+    if verdict is Verdict.FAIL:
+        assert [c.ok for c in result.checks] == [True, False]
+
+
+async def test_a_postgres_scenario_skips_without_postgres(tmp_path: Path) -> None:
+    spec = ScenarioSpec("pg", "needs pg", _passes, needs_postgres=True)
+    options = RunOptions(report_dir=tmp_path)
+    options.postgres_url = None
+    result = await run_scenario(spec, options)
+    assert result.verdict is Verdict.SKIP and "needs PostgreSQL" in result.reason
+
+
+async def test_a_slow_scenario_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    import asyncio
+
+    async def slow(ctx: ScenarioContext) -> None:
+        await asyncio.sleep(30)
+
+    result = await run_scenario(ScenarioSpec("slow", "slow", slow, timeout=0.2),
+                                RunOptions(report_dir=tmp_path))
+    assert result.verdict is Verdict.ERROR and "did not finish within" in result.reason
+
+
+def _result(name: str, verdict: Verdict, reason: str) -> ScenarioResult:
+    return ScenarioResult(name, name, verdict, reason, 2.5, "sqlite")
+
+
+def test_progress_line_and_summary_table_show_verdicts_and_reasons() -> None:
+    ok, bad = _result("double-click", Verdict.PASS, "9 checks held"), _result(
+        "worker-crash", Verdict.FAIL, "two provider calls\nmore")
+    assert progress_line(1, 2, ok).startswith("[ 1/2] double-click")
+    assert progress_line(2, 2, bad).endswith("two provider calls")
+    table = summary_table(RunReport([ok, bad], "t", 5.0, "sqlite"))
+    assert "worker-crash" in table and "FAIL" in table
+    assert "2 scenarios (1 PASS, 1 FAIL) in 5.0 s on sqlite" in table
+
+
+async def test_unknown_scenario_name_exits_2(tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = await run_and_report(["no-such"], RunOptions(report_dir=tmp_path), out)
+    assert code == 2 and "unknown scenarios: no-such" in out.getvalue()
