@@ -30,12 +30,14 @@ async def test_case_passes_every_layer(
     case = contract.case(case_id)
     runner = Runner(onejob_mode, repeats=onejob_repeats)
     if onejob_mode is Mode.REPLAY:
-        async with CassetteLibrary().client() as client:
-            result = await runner.run_case(client, contract, case, sim_providers()[provider_name])
-    else:
-        async with run_simulator(port=0) as sim, httpx.AsyncClient() as client:
-            provider = sim_providers(sim.base_url)[provider_name]
+        provider = sim_providers()[provider_name]
+        async with runner.client_for([provider]) as client:
             result = await runner.run_case(client, contract, case, provider)
+    else:
+        async with run_simulator(port=0) as sim:
+            provider = sim_providers(sim.base_url)[provider_name]
+            async with runner.client_for([provider]) as client:
+                result = await runner.run_case(client, contract, case, provider)
     if result.error:
         pytest.fail(f"harness error: {result.error}", pytrace=False)
     broken = [
