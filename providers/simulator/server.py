@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
@@ -32,6 +33,15 @@ def _quiet_deliberate_drops() -> None:
     logger = logging.getLogger("uvicorn.error")
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves process signal handlers to its owner."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Install nothing: ``serve`` handles SIGINT/SIGTERM, tests need none."""
+        yield
 
 
 @dataclasses.dataclass(slots=True)
@@ -91,7 +101,7 @@ async def run_simulator(
     """Serve a simulator on ``host:port`` (0: any free port) for the duration of the block."""
     _quiet_deliberate_drops()
     app = create_sim_app(profiles, default_profile, catalog)
-    server = uvicorn.Server(_config(app, host, port, log_level))
+    server = _Server(_config(app, host, port, log_level))
     task = asyncio.create_task(server.serve())
     try:
         async with asyncio.timeout(STARTUP_TIMEOUT):
@@ -111,9 +121,16 @@ def serve(
     """Serve a simulator in the foreground until interrupted."""
     _quiet_deliberate_drops()
     app = create_sim_app(profiles, default_profile)
-    server = uvicorn.Server(_config(app, host, port, log_level))
+    server = _Server(_config(app, host, port, log_level))
+
+    def stop() -> None:
+        app.close()  # release held requests so shutdown is prompt
+        server.should_exit = True
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop)
         task = asyncio.create_task(server.serve())
         await _started(server, task)
         bound = server.servers[0].sockets[0].getsockname()[1]
