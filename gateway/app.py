@@ -155,6 +155,7 @@ def create_app(
             title="onejob", version="1", path="/schema", description=_DESCRIPTION
         ),
         debug=False,
+        logging_config=None,  # gateway.logging configures JSON lines; Litestar must not
     )
 
 

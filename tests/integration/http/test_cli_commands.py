@@ -1,0 +1,133 @@
+"""The ``onejob`` command line as a user runs it: real processes, loopback only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.store import open_store
+
+pytestmark = pytest.mark.slow
+
+ONEJOB = [str(Path(sys.executable).parent / "onejob")]  # the installed console script
+STARTUP = 30.0  # seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ONEJOB, *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_keys_create_prints_only_the_key_on_stdout(database_url: str, tmp_path: Path) -> None:
+    done = run(["keys", "create", "alice", "--admin", "--database-url", database_url], tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and lines[0] == done.stdout.strip()
+    assert "alice" in done.stderr
+    store = await open_store(database_url)
+    try:
+        principal = await store.authenticate(lines[0])
+    finally:
+        await store.close()
+    assert principal is not None
+    assert (principal.owner_id, principal.is_admin) == ("alice", True)
+
+
+async def test_db_upgrade_migrates_a_new_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    done = run(["db", "upgrade", "--database-url", url], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    store = await open_store(url)
+    try:
+        await store.ping()
+        assert await store.list_attempts(None) == []
+    finally:
+        await store.close()
+
+
+@contextlib.contextmanager
+def serving(args: list[str], cwd: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
+    with (cwd / "serve.log").open("w") as log:
+        proc = subprocess.Popen(
+            [*ONEJOB, *args],
+            cwd=cwd,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[str], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode}: {log.read_text()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not become healthy: {log.read_text()}")
+
+
+def test_serve_with_no_config_starts_the_simulator_and_accepts_a_job(
+    database_url: str, tmp_path: Path
+) -> None:
+    port, sim_port = free_port(), free_port()
+    key = run(["keys", "create", "alice", "--database-url", database_url], tmp_path).stdout.strip()
+    args = ["serve", "--port", str(port), "--database-url", database_url]
+    with serving(args, tmp_path, ONEJOB_SIM_PORT=str(sim_port)) as proc:
+        base = f"http://127.0.0.1:{port}"
+        wait_healthy(f"{base}/healthz", proc, tmp_path / "serve.log")
+        assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+        sim = httpx.get(f"http://127.0.0.1:{sim_port}/_sim/calls", timeout=5)
+        assert sim.status_code == 200
+        body = {
+            "contract": "ticket-triage@1",
+            "input": {
+                "ticket_id": "SUP-7",
+                "channel": "chat",
+                "customer": {"name": "Ada", "plan": "free"},
+                "subject": "Login",
+                "body": "I cannot log in.",
+            },
+        }
+        headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": '"cli-1"'}
+        first = httpx.post(f"{base}/v1/jobs", json=body, headers=headers, timeout=10)
+        again = httpx.post(f"{base}/v1/jobs", json=body, headers=headers, timeout=10)
+        assert (first.status_code, again.status_code) == (201, 200), first.text
+    assert proc.returncode is not None
+    log = (tmp_path / "serve.log").read_text()
+    assert '"path": "/v1/jobs"' in log and first.json()["id"] in log
