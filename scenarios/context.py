@@ -115,9 +115,9 @@ class ScenarioContext:
         self._drops.append(drop)
         return url
 
-    async def simulator(self, name: str = "sim") -> Process:
+    async def simulator(self, name: str = "sim", port: int | None = None) -> Process:
         """Start a simulator process."""
-        return await self.harness.start_simulator(name)
+        return await self.harness.start_simulator(name, port)
 
     async def gateway(
         self, name: str, config: GatewayConfig, database_url: str, port: int | None = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from scenarios.context import ScenarioContext, brief
+from scenarios.harness import free_port
 from scenarios.runner import scenario
 from scenarios.setup import GatewayConfig
 from scenarios.stage import concurrent_posts, job_id_of, run_alone
@@ -17,13 +19,17 @@ CLICKS = 50
           needs_postgres=True)
 async def cross_instance(ctx: ScenarioContext) -> None:
     """Start two gateways on one database and split a burst of clicks between them."""
-    sim = await ctx.simulator()
-    registry = ctx.empty_registry()
+    sim_port = free_port()
     database_url = await ctx.fresh_db()
-    config = GatewayConfig(sim_port=sim.port, certifications_path=registry)
-    first = await ctx.gateway("gateway-a", config, database_url)
-    second = await ctx.gateway("gateway-b", config, database_url)
-    key = await ctx.harness.create_key(database_url, "alice")
+    config = GatewayConfig(sim_port=sim_port, certifications_path=ctx.empty_registry())
+    # Gateway A migrates the database first; then B and the key need it migrated.
+    sim, first = await asyncio.gather(
+        ctx.simulator(port=sim_port), ctx.gateway("gateway-a", config, database_url)
+    )
+    second, key = await asyncio.gather(
+        ctx.gateway("gateway-b", config, database_url),
+        ctx.harness.create_key(database_url, "alice"),
+    )
     contract = await ctx.contract(first, key)
     body = ctx.job_body(contract)
     ctx.action(f"{CLICKS} identical POSTs, alternating between two gateways")

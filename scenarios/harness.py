@@ -208,9 +208,9 @@ class Harness:
         await proc.start()
         return proc
 
-    async def start_simulator(self, name: str = "sim") -> Process:
-        """Start ``onejob sim serve`` on a free port."""
-        port = free_port()
+    async def start_simulator(self, name: str = "sim", port: int | None = None) -> Process:
+        """Start ``onejob sim serve`` on ``port`` (default: a free one)."""
+        port = port or free_port()
         argv = [*self.onejob, "sim", "serve", "--host", "127.0.0.1", "--port", str(port)]
         return await self.spawn(name, argv, port, "/_sim/calls")
 

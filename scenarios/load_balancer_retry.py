@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from scenarios.context import ScenarioContext, ScenarioSkipped, brief
-from scenarios.harness import Process
+from scenarios.harness import Process, free_port
 from scenarios.nginx import SlowRelay, nginx_binary, start_nginx
 from scenarios.runner import scenario
 from scenarios.setup import GatewayConfig
@@ -22,13 +22,17 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
     binary = nginx_binary()
     if binary is None:
         raise ScenarioSkipped("nginx is not installed (Debian: apt-get install -y nginx)")
-    sim = await ctx.simulator()
-    registry = ctx.empty_registry()
+    sim_port = free_port()
     database_url = await ctx.fresh_db()
-    config = GatewayConfig(sim_port=sim.port, certifications_path=registry)
-    gateway_a = await ctx.gateway("gateway-a", config, database_url)
-    gateway_b = await ctx.gateway("gateway-b", config, database_url)
-    key = await ctx.harness.create_key(database_url, "alice")
+    config = GatewayConfig(sim_port=sim_port, certifications_path=ctx.empty_registry())
+    # Gateway A migrates the database first; then B and the key need it migrated.
+    sim, gateway_a = await asyncio.gather(
+        ctx.simulator(port=sim_port), ctx.gateway("gateway-a", config, database_url)
+    )
+    gateway_b, key = await asyncio.gather(
+        ctx.gateway("gateway-b", config, database_url),
+        ctx.harness.create_key(database_url, "alice"),
+    )
     contract = await ctx.contract(gateway_a, key)
     relay = SlowRelay(gateway_a.port, GATEWAY_A_LAG)
     await relay.start()

@@ -151,6 +151,7 @@ async def run_scenario(
     database_url = options.postgres_url if spec.needs_postgres else options.database_url
     work = options.report_dir / "work" / spec.name
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(log_dir_for(options.report_dir, spec.name), ignore_errors=True)
     harness = Harness(work, log_dir_for(options.report_dir, spec.name), options.onejob_argv)
     ctx = ScenarioContext(spec.name, harness, database_url, certifier.registry)
     started = time.monotonic()

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from scenarios.context import ScenarioContext
-from scenarios.harness import Process
+from scenarios.harness import Process, free_port
 from scenarios.setup import GatewayConfig
 
 
@@ -37,13 +37,18 @@ async def stage(
     **config: Any,
 ) -> Stage:
     """Start a simulator and a gateway (fallbacks certified only when asked)."""
-    sim = await ctx.simulator()
+    sim_port = free_port()
     registry = await ctx.certified_registry() if certified else ctx.empty_registry()
-    gateway_config = GatewayConfig(sim_port=sim.port, certifications_path=registry, **config)
+    gateway_config = GatewayConfig(sim_port=sim_port, certifications_path=registry, **config)
     database_url = await ctx.fresh_db()
-    gateway = await ctx.gateway("gateway", gateway_config, database_url)
-    key = await ctx.harness.create_key(database_url, "alice")
-    admin_key = await ctx.harness.create_key(database_url, "ops", admin=True)
+    # Independent start-ups run side by side: most of a scenario's setup is Python imports.
+    sim, gateway = await asyncio.gather(
+        ctx.simulator(port=sim_port), ctx.gateway("gateway", gateway_config, database_url)
+    )
+    key, admin_key = await asyncio.gather(
+        ctx.harness.create_key(database_url, "alice"),
+        ctx.harness.create_key(database_url, "ops", admin=True),
+    )
     contract = await ctx.contract(gateway, key, hedgeable=hedgeable)
     return Stage(sim, gateway, key, admin_key, contract, database_url, gateway_config,
                  ctx.harness.work_dir / "gateway.toml")
