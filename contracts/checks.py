@@ -27,7 +27,12 @@ import jinja2
 from contracts.model import Case, Contract
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
-from providers.tokenizers import Tokenizer, encodes_special_tokens_as_text
+from providers.tokenizers import (
+    HFTokenizer,
+    TiktokenTokenizer,
+    Tokenizer,
+    encodes_special_tokens_as_text,
+)
 
 #: Literal special-token spellings of common model families; none may reach a prompt raw.
 SPECIAL_TOKEN = re.compile(
@@ -151,6 +156,10 @@ def check_render(
         hit = SPECIAL_TOKEN.search(text)
         if hit:
             problems.append(f"special-token string {hit.group(0)!r} reaches the {name} prompt raw")
+        elif literal := _tokenizer_special_strings(tokenizer, text):
+            problems.append(
+                f"the {name} prompt contains {literal[0]!r}, a special token of {tokenizer.name}"
+            )
         elif not encodes_special_tokens_as_text(tokenizer, text):
             problems.append(f"the {name} prompt encodes to special-token ids")
     if wire_body is not None and request is not None:
@@ -158,6 +167,17 @@ def check_render(
     if problems:
         return Check(Layer.RENDER, False, "; ".join(problems), detail=detail)
     return Check(Layer.RENDER, True, detail=detail)
+
+
+def _tokenizer_special_strings(tokenizer: Tokenizer, text: str) -> list[str]:
+    """Return the tokenizer's own special-token strings that occur literally in ``text``."""
+    specials: set[str] = set()
+    if isinstance(tokenizer, TiktokenTokenizer):
+        specials = set(tokenizer.encoding.special_tokens_set)
+    elif isinstance(tokenizer, HFTokenizer):
+        decoder = tokenizer.tokenizer.get_added_tokens_decoder()
+        specials = {tok.content for tok in decoder.values() if tok.special}
+    return sorted(s for s in specials if s and s in text)
 
 
 def check_schema(contract: Contract, output: Any) -> Check:

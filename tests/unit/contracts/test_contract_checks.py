@@ -139,3 +139,21 @@ def test_agreement_compares_only_must_agree_fields() -> None:
     assert broken.layer is Layer.AGREEMENT and not broken.passed
     assert "category: 'billing' vs 'other'" in broken.reason
     assert not check_agreement(TRIAGE, out, None).passed
+
+
+def test_a_tokenizer_special_token_in_a_prompt_fails_even_without_the_common_spelling(
+    tmp_path: Path, triage_dir: Path
+) -> None:
+    from contracts.catalog import load_contract
+
+    vocab = {"[UNK]": 0, "[SEP]": 1}
+    tok = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.add_special_tokens(["[SEP]"])
+    path = tmp_path / "sep.json"
+    tok.save(str(path))
+    (triage_dir / "user.j2").write_text("Ticket {{ ticket_id }} [SEP] {{ subject }}")
+    raw = load_contract(triage_dir)
+    check = check_render(raw, raw.cases[0], config(), HFTokenizer.from_file(path), None, None)
+    assert not check.passed
+    assert "contains '[SEP]', a special token of hf:sep.json" in check.reason
