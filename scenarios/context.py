@@ -76,6 +76,7 @@ class ScenarioContext:
         self.timeline_source = "attempts and simulator calls"
         self._registry_factory = registry_factory
         self._drops: list[Callable[[], Awaitable[None]]] = []
+        self._watched: list[tuple[Process, str, str, Process | None, str]] = []
         self.http = httpx.AsyncClient(
             timeout=REQUEST_TIMEOUT,
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
@@ -271,6 +272,23 @@ class ScenarioContext:
         return calls
 
     # -- timeline --------------------------------------------------------------------
+
+    def watch(
+        self, gateway: Process, key: str, job_id: str, sim: Process | None, label: str = ""
+    ) -> None:
+        """Put this job on the timeline when the scenario ends, whatever its verdict."""
+        self._watched.append((gateway, key, job_id, sim, label))
+
+    async def capture_watched(self) -> None:
+        """Capture every watched job (skipping those whose gateway is gone)."""
+        for gateway, key, job_id, sim, label in self._watched:
+            if not gateway.running:
+                self.note(f"timeline of {job_id} not captured: {gateway.name} is not running")
+                continue
+            try:
+                await self.capture(gateway, key, job_id, sim, label)
+            except httpx.HTTPError as exc:
+                self.note(f"timeline of {job_id} not captured: {type(exc).__name__}: {exc}")
 
     async def capture(
         self, gateway: Process, key: str, job_id: str, sim: Process | None, label: str = ""

@@ -9,7 +9,7 @@ from scenarios.context import ScenarioContext, brief
 from scenarios.harness import free_port
 from scenarios.runner import scenario
 from scenarios.setup import GatewayConfig
-from scenarios.stage import concurrent_posts, job_id_of, run_alone
+from scenarios.stage import concurrent_posts, job_id_of, run_alone, warm_simulator
 
 NAME = "cross-instance-double-click"
 CLICKS = 50
@@ -31,6 +31,7 @@ async def cross_instance(ctx: ScenarioContext) -> None:
         ctx.harness.create_key(database_url, "alice"),
     )
     contract = await ctx.contract(first, key)
+    await warm_simulator(ctx, sim, contract)
     body = ctx.job_body(contract)
     ctx.action(f"{CLICKS} identical POSTs, alternating between two gateways")
     responses = await concurrent_posts(ctx, [first, second], key, "xi-1", body, CLICKS)
@@ -43,6 +44,7 @@ async def cross_instance(ctx: ScenarioContext) -> None:
     ctx.expect(statuses[201] == 1, "exactly one 201 Created", f"statuses {dict(statuses)}")
     job_id = next(iter(ids))
     assert job_id is not None
+    ctx.watch(first, key, job_id, sim)
     for gateway in (first, second):
         job = await ctx.wait_job(gateway, key, job_id, lambda j: j.get("status") == "succeeded",
                                  15.0, f"{gateway.name} sees the job succeed")
@@ -51,7 +53,6 @@ async def cross_instance(ctx: ScenarioContext) -> None:
     await ctx.wait_calls(sim, 2, 1.5)
     calls = await ctx.sim_calls(sim)
     ctx.expect(len(calls) == 1, "one provider call from two gateways", f"{len(calls)} calls")
-    await ctx.capture(first, key, job_id, sim)
 
 
 if __name__ == "__main__":

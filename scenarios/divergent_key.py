@@ -20,6 +20,7 @@ async def divergent_key(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim)
     before = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "succeeded",
                                 15.0, "the original job succeeds")
     ctx.action("POST with the same key and a different input")
@@ -53,7 +54,6 @@ async def divergent_key(ctx: ScenarioContext) -> None:
                "the replay carries the original result")
     calls = await ctx.sim_calls(s.sim)
     ctx.expect(len(calls) == 1, "one provider call in all", f"{len(calls)} calls")
-    await ctx.capture(s.gateway, s.key, job_id, s.sim)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ async def click_burst(
     )
     job_id = next(iter(ids))
     assert job_id is not None
+    ctx.watch(gateways[0], key, job_id, sim, label=f"{clicks} clicks")
     gateway = gateways[0]
     job = await ctx.wait_job(gateway, key, job_id, lambda j: j.get("status") == "succeeded",
                              15.0, f"{clicks} clicks: the job succeeds")
@@ -59,7 +60,6 @@ async def click_burst(
                 if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key]
         ctx.expect(len(mine) == 1, f"{clicks} clicks: the job list shows one job for the key",
                    f"{len(mine)} jobs")
-    await ctx.capture(gateway, key, job_id, sim, label=f"{clicks} clicks")
     return job_id
 
 

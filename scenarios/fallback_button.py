@@ -24,6 +24,7 @@ async def fallback_button(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim)
     await ctx.wait_calls(s.sim, 1, 5.0)
     url = f"{s.gateway.base_url}/v1/jobs/{job_id}/attempts"
     ctx.action("fallback button while running")
@@ -55,7 +56,6 @@ async def fallback_button(ctx: ScenarioContext) -> None:
     listing = await ctx.request("GET", f"{s.gateway.base_url}/v1/jobs", key=s.key)
     ctx.expect(listing.status_code == 200 and listing.text.count('"idempotency_key"') == 1,
                "the owner has one job", listing.text[:200])
-    await ctx.capture(s.gateway, s.key, job_id, s.sim)
 
 
 if __name__ == "__main__":

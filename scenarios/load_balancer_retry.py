@@ -9,7 +9,7 @@ from scenarios.harness import Process, free_port
 from scenarios.nginx import SlowRelay, nginx_binary, start_nginx
 from scenarios.runner import scenario
 from scenarios.setup import GatewayConfig
-from scenarios.stage import job_id_of, post_job, run_alone
+from scenarios.stage import job_id_of, post_job, run_alone, warm_simulator
 
 NAME = "load-balancer-retry"
 NGINX_READ_TIMEOUT = 1.0  # seconds nginx waits for a gateway before retrying elsewhere
@@ -34,6 +34,7 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
         ctx.harness.create_key(database_url, "alice"),
     )
     contract = await ctx.contract(gateway_a, key)
+    await warm_simulator(ctx, sim, contract)
     relay = SlowRelay(gateway_a.port, GATEWAY_A_LAG)
     await relay.start()
     try:
@@ -47,6 +48,7 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
                    f"status {response.status_code}: {response.text[:200]}")
         job_id = job_id_of(response)
         assert job_id is not None
+        ctx.watch(gateway_b, key, job_id, sim)
         await asyncio.sleep(GATEWAY_A_LAG + 0.5 - NGINX_READ_TIMEOUT)
         lines = access_log.read_text().strip().splitlines() if access_log.exists() else []
         post_lines = [line for line in lines if '"POST /v1/jobs' in line]
@@ -77,7 +79,6 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
         ctx.expect(str(calls[0].get("idempotency_key", "")).startswith(job_id),
                    "the provider call carries the job's downstream key",
                    str(calls[0].get("idempotency_key")))
-        await ctx.capture(gateway_b, key, job_id, sim)
     finally:
         await relay.close()
 

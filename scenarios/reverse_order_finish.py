@@ -24,6 +24,7 @@ async def reverse_order_finish(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim)
     won = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "succeeded",
                              PRIMARY_DELAY + 5.0, "the job succeeds")
     ctx.action("job succeeded (seen by the client)")
@@ -57,7 +58,6 @@ async def reverse_order_finish(ctx: ScenarioContext) -> None:
                f"version {done.get('version')}")
     ctx.expect("result" not in primary or primary.get("result") is None,
                "the losing attempt carries no payload", json.dumps(primary)[:300])
-    await ctx.capture(s.gateway, s.key, job_id, s.sim)
 
 
 if __name__ == "__main__":

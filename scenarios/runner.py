@@ -21,6 +21,7 @@ from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_k
 ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
 
 SCENARIO_TIMEOUT = 60.0  # seconds one scenario may run before it is an ERROR
+CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
 CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
 DEFAULT_REPORT_DIR = Path("reports/out")
 #: The contract the scenarios send (hedgeable, so the hedge scenario can use it too).
@@ -177,6 +178,10 @@ async def run_scenario(
         reason = f"{type(exc).__name__}: {exc}"
         ctx.note(traceback.format_exc(limit=8))
     finally:
+        try:
+            await asyncio.wait_for(ctx.capture_watched(), CAPTURE_TIMEOUT)
+        except Exception as exc:  # the verdict stands even if the timeline cannot be read
+            ctx.note(f"timeline capture failed: {type(exc).__name__}: {exc}")
         await ctx.close()
     return ScenarioResult(
         name=spec.name,

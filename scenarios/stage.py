@@ -12,7 +12,7 @@ import httpx
 
 from scenarios.context import ScenarioContext
 from scenarios.harness import Process, free_port
-from scenarios.setup import GatewayConfig
+from scenarios.setup import SIM_OPENAI, GatewayConfig
 
 
 @dataclasses.dataclass(slots=True)
@@ -50,8 +50,24 @@ async def stage(
         ctx.harness.create_key(database_url, "ops", admin=True),
     )
     contract = await ctx.contract(gateway, key, hedgeable=hedgeable)
+    await warm_simulator(ctx, sim, contract)
     return Stage(sim, gateway, key, admin_key, contract, database_url, gateway_config,
                  ctx.harness.work_dir / "gateway.toml")
+
+
+async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> None:
+    """Answer one request, then forget it, so the simulator's first-call catalog load
+    (which blocks its event loop for a moment) does not skew a scenario's timings."""
+    from contracts.catalog import CATALOG_ROOT, load_contract
+
+    loaded = load_contract(CATALOG_ROOT / contract.split("@", 1)[0])
+    prompt = loaded.render(ctx.job_body(contract)["input"])
+    body = {"model": "sim-gpt", "messages": [
+        {"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]}
+    url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
+    await ctx.request("POST", url, json_body=body, record=False)
+    reset = await ctx.request("POST", f"{sim.base_url}/_sim/reset", record=False)
+    reset.raise_for_status()
 
 
 async def post_job(

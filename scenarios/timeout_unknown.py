@@ -24,6 +24,7 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim)
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
                              DEADLINE + 10.0, "the job becomes unknown after the deadline")
     first = job["attempts"][0]
@@ -90,7 +91,6 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
                "the primary was called once, never retried")
     ctx.expect(len(await ctx.sim_calls(s.sim, SIM_ANTHROPIC)) == 1,
                "the fallback was called once, after the resolution")
-    await ctx.capture(s.gateway, s.key, job_id, s.sim)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim, label="before")
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "failed",
                              10.0, "the job fails")
     ctx.expect(len(job["attempts"]) == 1 and job["attempts"][0].get("state") == "failed",
@@ -35,7 +36,6 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
     ctx.expect(manual.status_code == 422 and "fallback-not-certified" in manual.text,
                "the fallback button is 422 fallback-not-certified",
                f"status {manual.status_code}: {manual.text[:300]}")
-    await ctx.capture(s.gateway, s.key, job_id, s.sim, label="before")
 
     ctx.action("onejob certify --mode live")
     code, out, err = await ctx.harness.run_cli(
@@ -54,6 +54,7 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
     created = await post_job(ctx, s.gateway, s.key, "uf-2", ctx.job_body(s.contract), wait=15)
     job_id = job_id_of(created) or ""
+    ctx.watch(s.gateway, s.key, job_id, s.sim, label="after")
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "succeeded",
                              10.0, "after certification the same setup fails over and succeeds")
     winner = winner_of(job)
@@ -62,7 +63,6 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
     new_calls = (await ctx.sim_calls(s.sim))[calls_before:]
     ctx.expect(sum(1 for c in new_calls if c.get("provider") == SIM_ANTHROPIC) == 1,
                "the fallback was called once", f"{len(new_calls)} new calls")
-    await ctx.capture(s.gateway, s.key, job_id, s.sim, label="after")
 
 
 if __name__ == "__main__":

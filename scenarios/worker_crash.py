@@ -25,6 +25,7 @@ async def worker_crash(ctx: ScenarioContext) -> None:
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim)
     calls = await ctx.wait_calls(s.sim, 1, 10.0)
     ctx.expect(len(calls) == 1, "the provider call is in flight", f"{len(calls)} calls")
     ctx.action("SIGKILL gateway")
@@ -43,7 +44,6 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     calls = await ctx.sim_calls(s.sim)
     ctx.expect(len(calls) == 1, "the provider was called once, never re-run",
                f"{len(calls)} calls")
-    await ctx.capture(s.gateway, s.key, job_id, s.sim)
 
 
 if __name__ == "__main__":
