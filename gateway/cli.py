@@ -8,20 +8,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from contracts import cli as contracts_cli
 from gateway.logging import configure_logging
 from gateway.settings import Settings, load_settings
 from providers import sim_cli
+from scenarios import cli as scenarios_cli
 
 log = logging.getLogger("onejob.cli")
 
-#: Parts whose ``register(subparsers)`` adds commands but which are not committed yet.
-_PENDING_PLUGINS = ("contracts.cli", "scenarios.cli")
 
 
 def _settings_args(parser: argparse.ArgumentParser) -> None:
@@ -63,15 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=cmd_keys_create)
 
     sim_cli.register(sub)
-    for module in _PENDING_PLUGINS:
-        try:
-            plugin = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            # Only a part not committed yet is skipped; a broken one still fails.
-            if exc.name != module:
-                raise
-            continue
-        plugin.register(sub)
+    contracts_cli.register(sub)
+    scenarios_cli.register(sub)
     return parser
 
 
