@@ -460,19 +460,18 @@ def _fill_not_reached(layers: dict[Layer, Check], failed: Layer) -> None:
 
 
 def _aggregate(layer: Layer, per_repeat: list[dict[Layer, Check]]) -> Check:
-    """Pass a layer only when it passed in every repeat; report the first real failure."""
+    """Fail a layer when it failed in any repeat; pass it when it passed wherever reached."""
     if not per_repeat:
         return _not_reached(layer, Layer.RENDER)
-    failing = [
-        (i, rep[layer]) for i, rep in enumerate(per_repeat, start=1) if not rep[layer].passed
-    ]
-    if not failing:
-        return per_repeat[0][layer]
-    real = [(i, c) for i, c in failing if not c.detail.get("not_reached")]
+    checks = [rep[layer] for rep in per_repeat]
+    real = [(i, c) for i, c in enumerate(checks, start=1) if not c.detail.get("not_reached")]
     if not real:
-        return failing[0][1]
-    i, check = real[0]
+        return checks[0]  # never reached in any repeat
+    failing = [(i, c) for i, c in real if not c.passed]
+    if not failing:
+        return real[0][1]
+    i, check = failing[0]
     k = len(per_repeat)
-    if k > 1 and len(real) < k:
+    if k > 1 and len(failing) < k:
         return dataclasses.replace(check, reason=f"repeat {i}/{k}: {check.reason}")
     return check

@@ -1,0 +1,180 @@
+"""Stale certificates, offline replay, loud cassette mismatches, scrubbed recording, pass^k."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.catalog import load_catalog
+from contracts.checks import Layer
+from contracts.cli import certify, cmd_can_i_failover, sim_providers
+from contracts.registry import CertificationRegistry
+from contracts.runner import Mode, Runner
+from providers.config import ProviderConfig
+from providers.simulator import Behaviour, BehaviourKind, run_simulator
+
+from .conftest import parse
+
+
+def can_i(registry: Path, catalog: Path, to: str = "faithful-claude") -> tuple[int, str]:
+    out = io.StringIO()
+    args = parse(
+        "can-i-failover", "--sim", "--registry", str(registry), "--catalog", str(catalog),
+        "--contract", "ticket-triage@1", "--from", "faithful", "--to", to,
+    )  # fmt: skip
+    return cmd_can_i_failover(args, out), out.getvalue()
+
+
+async def test_one_changed_prompt_character_makes_certificates_stale(
+    tmp_path: Path, catalog_copy: Path
+) -> None:
+    registry = tmp_path / "certs.json"
+    args = parse(
+        "certify", "--sim", "--repeats", "1", "--contract", "ticket-triage@1",
+        "--provider", "faithful", "--provider", "faithful-claude", "--catalog", str(catalog_copy),
+        "--registry", str(registry), "--report-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert await certify(args, io.StringIO()) == 0
+    assert can_i(registry, catalog_copy) == (
+        0,
+        "yes: certified: faithful and faithful-claude both hold valid certificates "
+        "for ticket-triage@1\n",
+    )
+    system = catalog_copy / "ticket-triage" / "system.j2"
+    system.write_text(system.read_text().replace("help desk", "help-desk", 1))
+    code, said = can_i(registry, catalog_copy)
+    assert code == 1
+    assert said.startswith("no: fingerprint changed: faithful-claude on ticket-triage@1")
+
+
+async def test_replay_passes_offline_and_never_certifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_network(self: socket.socket, *args: Any) -> None:
+        raise AssertionError(f"replay tried to open a connection to {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
+    registry = tmp_path / "certs.json"
+    out = io.StringIO()
+    args = parse(
+        "certify", "--sim", "--mode", "replay",
+        "--registry", str(registry), "--report-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert await certify(args, out) == 0, out.getvalue()
+    assert "6/6 certification(s) passed" in out.getvalue()
+    modes = {c["mode"] for c in json.loads(registry.read_text())["certificates"]}
+    assert modes == {"replay"}
+    contract = load_catalog()["ticket-triage@1"]
+    sims = sim_providers()
+    verdict = CertificationRegistry(registry).can_failover(
+        contract, sims["faithful"], sims["faithful-claude"]
+    )
+    assert verdict.reason == "missing certificate for faithful-claude on ticket-triage@1"
+
+
+async def test_a_changed_case_fails_replay_loudly_instead_of_answering_it(
+    tmp_path: Path, catalog_copy: Path
+) -> None:
+    cases = catalog_copy / "ticket-triage" / "cases.jsonl"
+    lines = cases.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["input"]["subject"] = "Charged three times for my March subscription"
+    cases.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    out = io.StringIO()
+    args = parse(
+        "certify", "--sim", "--mode", "replay", "--provider", "faithful",
+        "--contract", "ticket-triage@1", "--catalog", str(catalog_copy),
+        "--registry", str(tmp_path / "certs.json"), "--report-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert await certify(args, out) == 2
+    said = out.getvalue()
+    assert "error: faithful/ticket-triage@1/double-charge-march: cassette faithful/" in said
+    assert "request body does not match the recording at /messages/1/content" in said
+
+
+async def test_a_cassette_filed_under_another_case_is_refused(cassettes_copy: Path) -> None:
+    folder = cassettes_copy / "faithful" / "ticket-triage@1"
+    (folder / "office-in-lisbon.json").write_text((folder / "double-charge-march.json").read_text())
+    contract = load_catalog()["ticket-triage@1"]
+    runner = Runner(Mode.REPLAY, repeats=1, cassette_root=cassettes_copy)
+    provider = sim_providers()["faithful"]
+    async with runner.client_for([provider]) as client:
+        result = await runner.run_case(
+            client, contract, contract.case("office-in-lisbon"), provider
+        )
+    assert not result.passed
+    assert result.error is not None and "does not match the recording" in result.error
+    assert result.checks[Layer.TRANSPORT].reason.startswith("cassette mismatch")
+    assert result.outputs == [None]
+
+
+async def test_recorded_cassettes_hold_no_api_key_on_any_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-live-0123456789abcdefSECRET"
+    monkeypatch.setenv("ONEJOB_TEST_PROVIDER_KEY", secret)
+    contract = load_catalog()["invoice-extraction@1"]
+    async with run_simulator(port=0) as sim:
+        providers = [
+            ProviderConfig(
+                name=f"faithful-{protocol}",
+                protocol=protocol,  # type: ignore[arg-type]
+                base_url=sim.provider_url(f"faithful-{protocol}", protocol),
+                model="sim-model",
+                api_key_env="ONEJOB_TEST_PROVIDER_KEY",
+                context_window=16_384,
+            )
+            for protocol in ("openai", "anthropic", "gemini", "openai-compatible")
+        ]
+        runner = Runner(Mode.RECORD, repeats=1, cassette_root=tmp_path, recorded_from="test")
+        run = await runner.run(
+            [contract], providers, case_filter=lambda c, case: case.id == "us-saas-net-30"
+        )
+    assert run.passed, [u.failures() for u in run.units]
+    files = sorted(await asyncio.to_thread(lambda: list(tmp_path.rglob("*.json"))))
+    assert len(files) == 4
+    for path in files:
+        text = path.read_text()
+        assert secret not in text, path
+        for header in ("authorization", "x-api-key", "x-goog-api-key"):
+            assert f'"{header}"' not in text.lower(), (path, header)
+    gemini = json.loads(
+        (tmp_path / "faithful-gemini" / contract.name / "us-saas-net-30.json").read_text()
+    )
+    assert "key=" not in gemini["interactions"][0]["request"]["path"]
+
+
+async def test_one_failed_repeat_breaks_stability_and_says_which() -> None:
+    contract = load_catalog()["ticket-triage@1"]
+    case = contract.case("double-charge-march")
+    async with run_simulator(port=0) as sim:
+        sim.app.script.queue(
+            "faithful", [Behaviour(BehaviourKind.OK), Behaviour(BehaviourKind.STATUS, code=503)]
+        )
+        provider = sim_providers(sim.base_url)["faithful"]
+        runner = Runner(Mode.LIVE, repeats=3)
+        async with runner.client_for([provider]) as client:
+            result = await runner.run_case(client, contract, case, provider)
+    checks = result.checks
+    assert checks[Layer.RENDER].passed and checks[Layer.SCHEMA].passed
+    assert not checks[Layer.TRANSPORT].passed
+    assert checks[Layer.TRANSPORT].reason.startswith("repeat 2/3: definite failure (status_503)")
+    assert checks[Layer.STABILITY].reason == "pass^3 failed: 2 of 3 repeats passed"
+    assert result.first_failure() is checks[Layer.TRANSPORT]
+
+
+def test_certify_exits_two_on_unknown_provider_or_contract(tmp_path: Path) -> None:
+    for extra in (["--provider", "nobody"], ["--contract", "nothing@9"]):
+        out = io.StringIO()
+        args = parse("certify", "--sim", "--registry", str(tmp_path / "c.json"), *extra)
+        assert asyncio.run(certify(args, out)) == 2
+        assert out.getvalue().startswith("error: ")
+    assert not os.path.exists(tmp_path / "c.json")
