@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from contracts import cli as contracts_cli
+from gateway import worker_cli
 from gateway.logging import configure_logging
 from gateway.settings import Settings, load_settings
 from providers import sim_cli
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_args(create)
     create.set_defaults(func=cmd_keys_create)
 
+    worker_cli.register(sub)
     sim_cli.register(sub)
     contracts_cli.register(sub)
     scenarios_cli.register(sub)
