@@ -59,6 +59,9 @@ def _convert(node: Any, defs: dict[str, Any], depth: int) -> Any:
         out["type"] = types
     if "const" in node:
         out["enum"] = [node["const"]]
+    enum = out.get("enum", node.get("enum"))
+    if "type" not in out and isinstance(enum, list) and all(isinstance(v, str) for v in enum):
+        out["type"] = "string"  # Gemini allows ``enum`` only on strings, and says so
     for key, value in node.items():
         if key not in SCHEMA_KEYS or key == "type":
             continue

@@ -159,7 +159,7 @@ def test_gemini_schema_translation_drops_unsupported_keywords_and_resolves_refs(
                 "items": {"type": "object", "properties": {"qty": {"type": "integer"}}},
             },
             "note": {"type": "string", "nullable": True},
-            "kind": {"enum": ["invoice"]},
+            "kind": {"type": "string", "enum": ["invoice"]},
             "total": {"type": "number", "nullable": True},
         },
         "required": ["lines"],

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from providers.simulator import Profile, create_sim_app, extract_input, route
 from providers.simulator.profiles import InputBlockError
@@ -223,3 +225,23 @@ async def test_missing_system_prompt_is_recorded(client: httpx.AsyncClient) -> N
 async def test_only_post_reaches_the_simulated_apis(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/chat/completions")).status_code == 405
     assert (await client.post("/v9/whatever", json={})).status_code == 404
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    input=st.dictionaries(st.text(), json_values, max_size=5),
+    preamble=st.text(),
+)
+def test_extract_input_recovers_any_input_after_any_preamble(
+    input: dict[str, Any], preamble: str
+) -> None:
+    body = json.dumps(input, ensure_ascii=False, indent=1).replace("<", "\\u003c")
+    quoted = '<input contract="decoy@1">\n{"x": 1}\n</input>'
+    user = f'{preamble}\n{quoted}\n\n<input contract="real@2">\n{body}\n</input>'
+    assert extract_input(user) == ("real@2", input)
