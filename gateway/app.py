@@ -19,8 +19,9 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import JobStore
 from gateway.http.responses import handle_exception
-from gateway.http.routes import healthz, readyz, v1_router
+from gateway.http.routes import healthz, metrics_endpoint, readyz, v1_router
 from gateway.logging import access_log_middleware
+from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, listen_postgres
 from gateway.service import ContractSpec, FailoverPolicy, JobService
 from gateway.settings import Settings
@@ -46,6 +47,7 @@ class Runtime:
     catalog: Mapping[str, ContractSpec]
     certifications: FailoverPolicy
     service: JobService
+    metrics: Metrics
 
 
 #: Builds one background service from the runtime (the dispatcher is wired in here).
@@ -78,11 +80,15 @@ def postgres_relay(runtime: Runtime) -> BackgroundService:
     return PostgresRelay(runtime.settings.database_url, runtime.hub)
 
 
-def default_background(settings: Settings) -> list[ServiceFactory]:
-    """Return the background services a served gateway runs for ``settings``."""
+def default_background(settings: Settings, metrics: Metrics) -> list[ServiceFactory]:
+    """Return the background services a served gateway runs: LISTEN relay, dispatcher."""
     factories: list[ServiceFactory] = []
     if settings.database_url.startswith("postgresql"):
         factories.append(postgres_relay)
+    if settings.dispatcher.enabled:
+        from gateway.dispatch.wiring import dispatcher_factory
+
+        factories.append(dispatcher_factory(metrics))
     return factories
 
 
@@ -105,15 +111,19 @@ def create_app(
     catalog: Mapping[str, ContractSpec] | None = None,
     certifications: FailoverPolicy | None = None,
     hub: ChangeHub | None = None,
+    metrics: Metrics | None = None,
     background: Sequence[ServiceFactory] | None = None,
 ) -> Litestar:
     """Build the gateway app; the store opens (and background services start) on startup.
 
     An injected ``store`` is used as is and not closed; ``background=None`` means
-    ``default_background(settings)``, ``[]`` runs none.
+    ``default_background(settings, metrics)``, ``[]`` runs none.
     """
     the_hub = hub or ChangeHub()
-    factories = list(default_background(settings) if background is None else background)
+    the_metrics = metrics or Metrics()
+    factories = list(
+        default_background(settings, the_metrics) if background is None else background
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -126,9 +136,11 @@ def create_app(
             the_store = store
         the_catalog = _default_catalog() if catalog is None else catalog
         the_certs = _default_certifications(settings) if certifications is None else certifications
-        service = JobService(the_store, settings, the_catalog, the_certs, the_hub)
+        service = JobService(the_store, settings, the_catalog, the_certs, the_hub, the_metrics)
         app.state.service = service
-        runtime = Runtime(settings, the_store, the_hub, the_catalog, the_certs, service)
+        runtime = Runtime(
+            settings, the_store, the_hub, the_catalog, the_certs, service, the_metrics
+        )
         started: list[BackgroundService] = []
         try:
             for factory in factories:
@@ -146,7 +158,7 @@ def create_app(
                 await the_store.close()
 
     return Litestar(
-        route_handlers=[v1_router(), healthz, readyz],
+        route_handlers=[v1_router(), healthz, readyz, metrics_endpoint],
         lifespan=[lifespan],
         exception_handlers={Exception: handle_exception},
         middleware=[access_log_middleware],

@@ -19,6 +19,7 @@ from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
     AttemptRecord,
+    CreateOutcome,
     CreateResult,
     JobRecord,
     NewJob,
@@ -36,6 +37,7 @@ from gateway.errors import (
     UnknownContract,
     UnknownProvider,
 )
+from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
 from providers.config import ProviderConfig
@@ -115,12 +117,14 @@ class JobService:
         catalog: Mapping[str, ContractSpec],
         certifications: FailoverPolicy | None = None,
         hub: ChangeHub | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.catalog = catalog
         self.certifications: FailoverPolicy = certifications or NoCertifications()
         self.hub = hub
+        self.metrics = metrics or Metrics()
 
     async def create_job(
         self, principal: Principal, idempotency_key: str, body: Any
@@ -148,7 +152,7 @@ class JobService:
             print_ = fingerprint(name, body["input"], requested)
         except UnfingerprintableInput as exc:
             raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
-        return await self.store.create_or_get(
+        result = await self.store.create_or_get(
             NewJob(
                 owner_id=principal.owner_id,
                 idempotency_key=idempotency_key,
@@ -159,6 +163,13 @@ class JobService:
                 input=body["input"],
             )
         )
+        if result.outcome is CreateOutcome.CREATED:
+            self.metrics.job_created()
+        elif result.outcome is CreateOutcome.REPLAYED:
+            self.metrics.job_replayed()
+        else:
+            self.metrics.job_conflicted()
+        return result
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""
@@ -287,6 +298,39 @@ class JobService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(remaining, WAIT_POLL_INTERVAL))
                 changed.clear()
+
+    def certifications_matrix(self) -> list[dict[str, Any]]:
+        """Return the effective failover matrix: one row per contract and configured fallback."""
+        rows: list[dict[str, Any]] = []
+        for name in sorted(self.catalog):
+            route = self.settings.route_for(name)
+            if route is None:
+                continue
+            primary = self.settings.providers.get(route.primary)
+            for fallback_name in route.fallbacks:
+                fallback = self.settings.providers.get(fallback_name)
+                if primary is None or fallback is None:
+                    allowed, reason = False, "provider not configured"
+                else:
+                    verdict = self.certifications.can_failover(
+                        self.catalog[name], primary, fallback
+                    )
+                    allowed, reason = verdict.allowed, str(verdict.reason)
+                rows.append(
+                    {
+                        "contract": name,
+                        "primary": route.primary,
+                        "fallback": fallback_name,
+                        "allowed": allowed,
+                        "reason": reason,
+                    }
+                )
+        return rows
+
+    async def render_metrics(self) -> tuple[bytes, str]:
+        """Refresh the database-derived gauges and return the Prometheus exposition."""
+        await self.metrics.refresh(self.store)
+        return self.metrics.render()
 
     def contracts(self) -> list[dict[str, Any]]:
         """Describe the contracts a client may name, with their routes."""

@@ -161,6 +161,19 @@ async def admin_resolve(
     return resolve_response(result)
 
 
+@get("/certifications")
+async def list_certifications(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
+    """Show the effective failover matrix: which fallback may replace which primary."""
+    return Response(content={"certifications": service_of(request).certifications_matrix()})
+
+
+@get("/metrics")
+async def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Expose Prometheus metrics."""
+    body, content_type = await service_of(request).render_metrics()
+    return Response(content=body, media_type=content_type)
+
+
 @get("/healthz")
 async def healthz() -> Response[Any]:
     """Say the process is alive."""
@@ -188,6 +201,7 @@ def v1_router() -> Router:
             add_attempt,
             cancel_job,
             list_contracts,
+            list_certifications,
             admin_attempts,
             admin_resolve,
         ],

@@ -102,7 +102,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], log: Path) -> None:
     raise AssertionError(f"{url} did not become healthy: {log.read_text()}")
 
 
-def test_serve_with_no_config_starts_the_simulator_and_accepts_a_job(
+def test_serve_with_no_config_runs_a_job_on_the_bundled_simulator(
     database_url: str, tmp_path: Path
 ) -> None:
     port, sim_port = free_port(), free_port()
@@ -128,6 +128,17 @@ def test_serve_with_no_config_starts_the_simulator_and_accepts_a_job(
         first = httpx.post(f"{base}/v1/jobs", json=body, headers=headers, timeout=10)
         again = httpx.post(f"{base}/v1/jobs", json=body, headers=headers, timeout=10)
         assert (first.status_code, again.status_code) == (201, 200), first.text
+        # The built-in config runs the dispatcher against the bundled simulator.
+        done = httpx.get(
+            f"{base}/v1/jobs/{first.json()['id']}",
+            headers={**headers, "Prefer": "wait=20"},
+            timeout=30,
+        )
+        assert done.json()["status"] == "succeeded", done.text
+        assert done.json()["result"]["category"]
+        metrics = httpx.get(f"{base}/metrics", timeout=5).text
+        assert "onejob_jobs_created_total 1.0" in metrics
+        assert "onejob_jobs_replayed_total 1.0" in metrics
     assert proc.returncode is not None
     log = (tmp_path / "serve.log").read_text()
     assert '"path": "/v1/jobs"' in log and first.json()["id"] in log

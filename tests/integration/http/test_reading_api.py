@@ -153,3 +153,36 @@ def test_log_lines_are_json_objects() -> None:
     record.job_id = "job_1"
     line = json.loads(JsonFormatter().format(record))
     assert (line["level"], line["msg"], line["job_id"]) == ("INFO", "GET / 200", "job_1")
+
+
+async def test_the_certification_matrix_shows_each_configured_fallback(
+    client: httpx.AsyncClient, keys: Any, certifications: Any
+) -> None:
+    certifications.pairs.add(("sim-openai", "sim-anthropic"))
+    r = await client.get("/v1/certifications", headers=keys.auth())
+    assert r.status_code == 200
+    rows = {row["contract"]: row for row in r.json()["certifications"]}
+    assert rows["echo@1"]["fallback"] == "sim-anthropic"
+    assert rows["echo@1"]["allowed"] is True
+    certifications.pairs.clear()
+    r = await client.get("/v1/certifications", headers=keys.auth())
+    assert all(not row["allowed"] for row in r.json()["certifications"])
+    assert (await client.get("/v1/certifications")).status_code == 401
+
+
+async def test_metrics_count_creations_replays_and_conflicts(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    await create(client, keys, 1)
+    await client.post(
+        "/v1/jobs", json={"contract": ECHO, "input": {"n": 1}}, headers=keys.job(key="k-1")
+    )
+    await client.post(
+        "/v1/jobs", json={"contract": ECHO, "input": {"n": 2}}, headers=keys.job(key="k-1")
+    )
+    r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    for name in ("created", "replayed", "conflicted"):
+        assert f"onejob_jobs_{name}_total 1.0" in r.text
+    assert "onejob_attempts_unknown 0.0" in r.text
