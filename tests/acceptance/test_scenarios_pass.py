@@ -1,4 +1,8 @@
-"""Every scenario passes against real gateway, simulator and nginx processes."""
+"""Every scenario passes against real gateway, simulator and nginx processes.
+
+One test per database runs the whole catalog through the CLI's entry point (so ``pytest -n``
+never starts the same processes twice) and reports every scenario that did not pass.
+"""
 
 from __future__ import annotations
 
@@ -13,46 +17,37 @@ pytestmark = pytest.mark.slow
 Run = tuple[int, str, dict[str, Any]]
 
 
-def verdicts(run: Run) -> dict[str, tuple[str, str]]:
-    """Return scenario -> (verdict, reason)."""
-    return {r["name"]: (r["verdict"], r["reason"]) for r in run[2]["results"]}
+def not_passed(run: Run) -> list[str]:
+    """Return ``name: VERDICT reason`` for every scenario that did not pass."""
+    return [f"{r['name']}: {r['verdict']} {r['reason']}"
+            for r in run[2]["results"] if r["verdict"] != "PASS"]
 
 
-@pytest.mark.parametrize("name", ORDER)
-def test_scenario_passes_on_sqlite(sqlite_run: Run, name: str) -> None:
-    verdict, reason = verdicts(sqlite_run)[name]
-    assert verdict == "PASS", reason
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize("name", ORDER)
-def test_scenario_passes_on_postgres(postgres_run: Run, name: str) -> None:
-    verdict, reason = verdicts(postgres_run)[name]
-    assert verdict == "PASS", reason
-
-
-def test_the_run_exits_zero_prints_a_summary_and_writes_every_report(sqlite_run: Run) -> None:
-    code, output, report = sqlite_run
+def check_run(run: Run) -> None:
+    """Assert the run's verdicts, summary, reports and timelines."""
+    code, output, report = run
+    assert not not_passed(run), "\n".join(not_passed(run))
     assert code == 0, output
-    assert "10 scenarios (10 PASS)" in output
+    assert f"{len(ORDER)} scenarios ({len(ORDER)} PASS)" in output
     assert report["format"] == "onejob.scenarios/1" and report["passed"] is True
+    assert [r["name"] for r in report["results"]] == list(ORDER)
     for name in ORDER:
         assert any(line.startswith("[") and f" {name} " in line for line in output.splitlines())
-
-
-def test_every_scenario_has_a_timeline_with_attempts_and_provider_calls(sqlite_run: Run) -> None:
-    for result in sqlite_run[2]["results"]:
+    for result in report["results"]:
         lanes = {m["lane"] for m in result["timeline"]}
         assert any("attempt" in lane for lane in lanes), result["name"]
         assert any("call #" in lane for lane in lanes), result["name"]
+    reverse = next(r for r in report["results"] if r["name"] == "reverse-order-finish")
+    marks = {(m["lane"], m["kind"]): m["at"] for m in reverse["timeline"]}
+    assert (marks[("attempt 1 · sim-openai", "sent")]
+            < marks[("attempt 2 · sim-anthropic", "won")]
+            < marks[("attempt 1 · sim-openai", "lost")])
 
 
-def test_the_reverse_order_timeline_shows_the_primary_losing_after_the_hedge_won(
-    sqlite_run: Run,
-) -> None:
-    result = next(r for r in sqlite_run[2]["results"] if r["name"] == "reverse-order-finish")
-    marks = {(m["lane"], m["kind"]): m["at"] for m in result["timeline"]}
-    won = marks[("attempt 2 · sim-anthropic", "won")]
-    lost = marks[("attempt 1 · sim-openai", "lost")]
-    sent_first = marks[("attempt 1 · sim-openai", "sent")]
-    assert sent_first < won < lost
+def test_every_scenario_passes_on_sqlite(sqlite_run: Run) -> None:
+    check_run(sqlite_run)
+
+
+@pytest.mark.postgres
+def test_every_scenario_passes_on_postgresql(postgres_run: Run) -> None:
+    check_run(postgres_run)
