@@ -71,7 +71,7 @@ def sim_settings(
             },
             "dispatcher": {
                 "runners": 4,
-                "lease_ttl": 1.0,
+                "lease_ttl": 5.0,
                 "poll_interval": 0.5,
                 "reap_interval": 0.2,
                 "shutdown_grace": 2.0,

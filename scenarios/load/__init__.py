@@ -1,0 +1,1 @@
+"""Load scenarios: the end-to-end benchmark of the gateway and its dispatcher."""
