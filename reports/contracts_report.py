@@ -154,7 +154,8 @@ def html_report(run: CertificationRun) -> str:
             "passed": u.passed,
             "rates": u.pass_rates(),
             "first": (
-                f"{len(fails)} of {len(u.cases)} case(s) fail at {', '.join(layers)}"
+                f"{len(fails)} of {len(u.cases)} case(s) fail at {', '.join(layers)}; "
+                f"first: {fails[0]['case']}: {_clip(fails[0]['reason'], 160)}"
                 if fails
                 else "no case failed"
             ),
@@ -175,6 +176,10 @@ def html_report(run: CertificationRun) -> str:
         cells=cells,
         failing=failing,
     )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def write_reports(run: CertificationRun, report_dir: str | Path) -> dict[str, Path]:
