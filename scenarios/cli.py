@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scenarios.model import RunReport, ScenarioResult, Verdict
-from scenarios.runner import DEFAULT_REPORT_DIR, RunOptions, all_scenarios, run_scenarios
+from scenarios.runner import (
+    DEFAULT_JOBS,
+    DEFAULT_REPORT_DIR,
+    RunOptions,
+    all_scenarios,
+    run_scenarios,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +34,10 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
         help=f"where the reports and process logs go (default: {DEFAULT_REPORT_DIR})",
+    )
+    run.add_argument(
+        "--jobs", type=int, default=DEFAULT_JOBS,
+        help=f"scenarios run at once, each with its own processes (default: {DEFAULT_JOBS})",
     )
     run.set_defaults(func=run_command)
     listing = sub.add_parser("list", help="list the scenarios")
@@ -67,7 +77,9 @@ def summary_table(report: RunReport) -> str:
 def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run the scenarios, print progress and a summary, write the reports; 1 on any failure."""
     out = out or sys.stdout
-    options = RunOptions(report_dir=args.report_dir, database_url=args.database_url)
+    options = RunOptions(
+        report_dir=args.report_dir, database_url=args.database_url, jobs=args.jobs
+    )
     return asyncio.run(run_and_report(list(args.names), options, out))
 
 

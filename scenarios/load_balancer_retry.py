@@ -12,8 +12,8 @@ from scenarios.setup import GatewayConfig
 from scenarios.stage import job_id_of, post_job, run_alone, warm_simulator
 
 NAME = "load-balancer-retry"
-NGINX_READ_TIMEOUT = 1.0  # seconds nginx waits for a gateway before retrying elsewhere
-GATEWAY_A_LAG = 3.0  # seconds the relay holds back gateway A's answers
+NGINX_READ_TIMEOUT = 2.0  # seconds nginx waits for a gateway before retrying elsewhere
+GATEWAY_A_LAG = 5.0  # seconds the relay holds back gateway A's answers
 
 
 @scenario(NAME, "nginx retries a timed-out POST on the second gateway: one job, one call")

@@ -20,6 +20,7 @@ from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_k
 
 ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
 
+DEFAULT_JOBS = 3  # scenarios at once: most of a scenario is waiting, not computing
 SCENARIO_TIMEOUT = 60.0  # seconds one scenario may run before it is an ERROR
 CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
 CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
@@ -74,6 +75,8 @@ class RunOptions:
     postgres_url: str | None = None
     #: Replaces the ``onejob`` command (test-only: runs scenarios against a broken build).
     onejob_argv: list[str] | None = None
+    #: Scenarios run at once (each has its own processes and database).
+    jobs: int = DEFAULT_JOBS
 
     def __post_init__(self) -> None:
         if self.postgres_url is None:
@@ -204,7 +207,7 @@ async def run_scenarios(
     options: RunOptions,
     progress: Callable[[int, int, ScenarioResult], None] | None = None,
 ) -> RunReport:
-    """Run the named scenarios (all when empty) one after another."""
+    """Run the named scenarios (all when empty), ``options.jobs`` at a time, in catalog order."""
     registry = all_scenarios()
     unknown = [n for n in names if n not in registry]
     if unknown:
@@ -213,12 +216,19 @@ async def run_scenarios(
     started_at = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
     started = time.monotonic()
     certifier = _Certifier(options)
-    results: list[ScenarioResult] = []
-    for index, spec in enumerate(chosen, start=1):
-        result = await run_scenario(spec, options, certifier)
-        results.append(result)
+    slots = asyncio.Semaphore(max(1, options.jobs))
+    done = 0
+
+    async def one(spec: ScenarioSpec) -> ScenarioResult:
+        nonlocal done
+        async with slots:
+            result = await run_scenario(spec, options, certifier)
+        done += 1
         if progress is not None:
-            progress(index, len(chosen), result)
+            progress(done, len(chosen), result)
+        return result
+
+    results = list(await asyncio.gather(*(one(spec) for spec in chosen)))
     return RunReport(
         results=results,
         started_at=started_at,
