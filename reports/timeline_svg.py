@@ -14,6 +14,7 @@ LANE_HEIGHT = 26  # px
 TOP = 30  # px above the first lane (the time axis labels)
 LEGEND_HEIGHT = 34  # px below the last lane
 RIGHT_PAD = 70  # px so end labels ("lost") stay inside
+PAD_FRACTION = 0.04  # of the time span, left of the first mark
 
 #: Bar colour of an attempt lane by how it ended.
 OUTCOME_COLOURS = {
@@ -132,8 +133,9 @@ def render_timeline(marks: Sequence[TimelineMark], title: str = "") -> str:
         out.append(f'<text x="12" y="{TOP + 16}" fill="#666">no timeline recorded</text>')
         out.append("</svg>")
         return "\n".join(out)
-    start = min(0.0, min(m.at for m in marks))
-    end = max(m.at for m in marks)
+    # The axis starts at the first mark: process start-up before it is not worth the width.
+    first, end = min(m.at for m in marks), max(m.at for m in marks)
+    start = max(0.0, first - max(end - first, 0.5) * PAD_FRACTION)
     span = max(end - start, 0.5)
     plot = WIDTH - LABEL_WIDTH - RIGHT_PAD
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,6 +18,19 @@ from scenarios.runner import (
     all_scenarios,
     run_scenarios,
 )
+
+EXIT_INTERRUPTED = 130  # the shell's code for "stopped by a signal"
+
+
+def _cancel_on_signals() -> None:
+    """Turn SIGTERM and SIGINT into a cancellation, so every harness stops its processes."""
+    task = asyncio.current_task()
+    if task is None:
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, task.cancel)
 
 
 def register(subparsers: Any) -> None:
@@ -90,11 +105,16 @@ async def run_and_report(names: list[str], options: RunOptions, out: TextIO) -> 
     def progress(index: int, total: int, result: ScenarioResult) -> None:
         print(progress_line(index, total, result), file=out, flush=True)
 
+    _cancel_on_signals()
     try:
         report = await run_scenarios(names, options, progress)
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=out)
         return 2
+    except asyncio.CancelledError:
+        # Each scenario's `finally` has stopped its processes and dropped its database.
+        print("interrupted: every scenario process was stopped; no reports written", file=out)
+        return EXIT_INTERRUPTED
     paths = write_reports(report, options.report_dir)
     print(file=out)
     print(summary_table(report), file=out)

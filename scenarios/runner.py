@@ -20,8 +20,8 @@ from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_k
 
 ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
 
-DEFAULT_JOBS = 3  # scenarios at once: most of a scenario is waiting, not computing
-SCENARIO_TIMEOUT = 60.0  # seconds one scenario may run before it is an ERROR
+DEFAULT_JOBS = 2  # scenarios at once: most of a scenario is waiting, not computing
+SCENARIO_TIMEOUT = 90.0  # seconds one scenario may run before it is an ERROR
 CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
 CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
 DEFAULT_REPORT_DIR = Path("reports/out")
