@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Protocol = Literal["openai", "anthropic", "gemini", "openai-compatible"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Stands in for an ``api_key_env`` that is not a variable name (likely the key itself).
+_NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
 
 
 class ProviderConfig(BaseModel):
@@ -32,6 +37,35 @@ class ProviderConfig(BaseModel):
     tokenizer_path: str | None = None
     #: ``json_schema`` or ``json_object`` (openai-compatible servers differ).
     response_format: Literal["json_schema", "json_object"] = "json_schema"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hide_pasted_keys(cls, data: Any) -> Any:
+        """Keep a key pasted into ``api_key_env`` out of validation error messages."""
+        if isinstance(data, dict):
+            value = data.get("api_key_env")
+            if isinstance(value, str) and not _ENV_NAME.fullmatch(value):
+                data = {**data, "api_key_env": _NOT_AN_ENV_NAME}
+            # Unknown fields are refused anyway; hide the values of secret-looking ones.
+            secretish = [
+                k
+                for k in data
+                if k not in cls.model_fields
+                and any(w in str(k).lower() for w in ("key", "secret", "token", "password"))
+            ]
+            if secretish:
+                data = {**data, **{k: "<value hidden>" for k in secretish}}
+        return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _names_a_variable(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "api_key_env must name an environment variable; the key itself belongs in "
+                "the environment, never in the config file"
+            )
+        return value
 
     def api_key(self) -> str | None:
         """Read the API key from the environment at call time."""

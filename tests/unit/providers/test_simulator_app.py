@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.simulator import Profile, create_sim_app, extract_input, route
@@ -234,6 +234,7 @@ json_values = st.recursive(
 )
 
 
+@settings(deadline=None)  # the whole suite runs in parallel; timing is not the property
 @given(
     input=st.dictionaries(st.text(), json_values, max_size=5),
     preamble=st.text(),
