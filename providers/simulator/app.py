@@ -284,7 +284,7 @@ class SimulatorApp:
         record.contract = contract_name
         try:
             catalog = self._load_catalog()
-        except ImportError as exc:
+        except Exception as exc:  # a broken catalog must not look like a provider outage
             return render_error(
                 wire.protocol, 500, f"the contract catalog cannot be loaded: {exc}", request_id
             )
@@ -293,11 +293,19 @@ class SimulatorApp:
             return render_error(
                 wire.protocol, 400, f"unknown contract {contract_name!r}", request_id
             )
-        if malformed_output:
-            reply = malformed(contract, contract_input)
-        else:
-            reply = answer(
-                contract_name, contract, contract_input, self.profile_for(record.provider)
+        try:
+            if malformed_output:
+                reply = malformed(contract, contract_input)
+            else:
+                reply = answer(
+                    contract_name, contract, contract_input, self.profile_for(record.provider)
+                )
+        except Exception as exc:  # the contract's simulation cannot answer this input
+            return render_error(
+                wire.protocol,
+                400,
+                f"{contract_name} cannot simulate this input: {type(exc).__name__}: {exc}",
+                request_id,
             )
         return render_success(wire, reply, request_id, now=self._clock())
 

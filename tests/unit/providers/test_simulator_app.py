@@ -234,7 +234,9 @@ json_values = st.recursive(
 )
 
 
-@settings(deadline=None)  # the whole suite runs in parallel; timing is not the property
+@settings(
+    deadline=None, max_examples=50
+)  # the whole suite runs in parallel; timing is not the property
 @given(
     input=st.dictionaries(st.text(), json_values, max_size=5),
     preamble=st.text(),
@@ -246,3 +248,33 @@ def test_extract_input_recovers_any_input_after_any_preamble(
     quoted = '<input contract="decoy@1">\n{"x": 1}\n</input>'
     user = f'{preamble}\n{quoted}\n\n<input contract="real@2">\n{body}\n</input>'
     assert extract_input(user) == ("real@2", input)
+
+
+class Broken:
+    def simulate(self, input: Any) -> dict[str, Any]:
+        raise KeyError("text")
+
+    def simulate_sloppy(self, input: Any) -> dict[str, Any]:
+        raise KeyError("text")
+
+
+async def test_input_the_contract_cannot_simulate_is_a_400_not_a_crash() -> None:
+    transport = httpx.ASGITransport(app=create_sim_app(catalog={"echo@1": Broken()}))
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim", verify=TLS) as c:
+        response = await c.post("/v1/chat/completions", json=openai_body())
+    assert response.status_code == 400
+    assert "echo@1 cannot simulate this input: KeyError" in response.json()["error"]["message"]
+
+
+async def test_a_catalog_that_fails_to_load_is_a_500_with_the_reason() -> None:
+    app = create_sim_app()
+
+    def fail() -> Any:
+        raise RuntimeError("catalog folder does not exist")
+
+    app._load_catalog = fail  # type: ignore[method-assign]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim", verify=TLS) as c:
+        response = await c.post("/v1/chat/completions", json=openai_body())
+    assert response.status_code == 500
+    assert "catalog cannot be loaded" in response.json()["error"]["message"]
