@@ -9,15 +9,17 @@ translated here and nowhere else, each ``raise ... from exc`` into the tree draw
 what happened                                raised                     outcome
 ===========================================  =========================  =========
 connection refused, DNS, TLS, connect        ``ConnectFailed``          definite
-timeout, no pooled connection
+timeout, no pooled connection, proxy refused
 400/401/403/404/422 (any 4xx but 429)        ``Rejected``               definite
 429                                          ``RateLimited``            definite
 503, other 5xx not configured unknown        ``Unavailable``            definite
 refusal / stopped early (length, filter)     ``Refused``                definite
 answer not a JSON value / not the envelope   ``BadOutput``              definite
+(or a body that cannot be decoded)
 read/write timeout, whole-call deadline      ``TimedOut``               unknown
 connection dropped mid-response,             ``ConnectionLost``         unknown
-body shorter than its Content-Length
+body shorter than its Content-Length, any
+other transport error after sending
 status in ``unknown_statuses`` (502, 504)    ``AmbiguousStatus``        unknown
 ===========================================  =========================  =========
 
@@ -208,6 +210,10 @@ class JsonHttpAdapter:
                 return await self.client.post(url, json=body, headers=headers, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ConnectFailed(f"could not connect to {where}: {type(exc).__name__}") from exc
+        except httpx.ProxyError as exc:
+            raise ConnectFailed(
+                f"the proxy refused to connect to {where}", reason="proxy_failed"
+            ) from exc
         except httpx.PoolTimeout as exc:
             raise ConnectFailed(
                 f"no connection to {where} became free in time", reason="pool_timeout"
@@ -216,7 +222,7 @@ class JsonHttpAdapter:
             raise TimedOut(f"{where} sent no answer within {deadline:g}s") from exc
         except TimeoutError as exc:
             raise TimedOut(f"{where} did not finish within the {deadline:g}s deadline") from exc
-        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
             raise Rejected(
                 f"the request to {where} could not be sent: {type(exc).__name__}",
                 reason="bad_request_url",
@@ -225,7 +231,13 @@ class JsonHttpAdapter:
             raise ConnectionLost(
                 f"the connection to {where} broke after the request was sent: {type(exc).__name__}"
             ) from exc
-        except httpx.TransportError as exc:
+        except httpx.DecodingError as exc:
+            raise BadOutput(
+                f"{where} sent a body that cannot be decoded", reason="bad_envelope"
+            ) from exc
+        except httpx.TooManyRedirects as exc:
+            raise Rejected(f"{where} redirected too often", reason="redirects") from exc
+        except httpx.HTTPError as exc:  # anything else after sending: assume it may have run
             raise ConnectionLost(
                 f"transport failure talking to {where}: {type(exc).__name__}"
             ) from exc

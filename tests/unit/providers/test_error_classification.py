@@ -249,3 +249,27 @@ def test_retry_after_reads_seconds_milliseconds_and_http_dates(protocol: str) ->
     assert retry_after_seconds(date, now=1445412480.0) == 30.0
     assert retry_after_seconds(httpx.Headers({"retry-after": "soon"})) is None
     assert retry_after_seconds(httpx.Headers()) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "error", "reason"),
+    [
+        (httpx.DecodingError("bad gzip"), BadOutput, "bad_envelope"),
+        (httpx.UnsupportedProtocol("ftp"), Rejected, "bad_request_url"),
+        (httpx.ProxyError("proxy said no"), ConnectFailed, "proxy_failed"),
+        (httpx.NetworkError("odd"), ConnectionLost, "connection_lost"),
+    ],
+)
+async def test_every_other_httpx_error_is_translated_too(
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
+    protocol: str,
+    exc: Exception,
+    error: type[ProviderError],
+    reason: str,
+) -> None:
+    caught = await _fail(wire, make_config(protocol), make_request(), side_effect=exc)
+    assert type(caught) is error
+    assert caught.reason == reason
+    assert caught.__cause__ is exc
