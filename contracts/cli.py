@@ -137,12 +137,17 @@ async def _simulator(enabled: bool) -> AsyncIterator[str | None]:
         yield sim.base_url
 
 
-def _progress_printer(out: TextIO, total_units: int) -> Any:
+def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
     finished = 0
+    cases_done = 0
+    live = out.isatty()
 
     def show(event: Progress) -> None:
-        nonlocal finished
+        nonlocal finished, cases_done
         if event.unit is None:
+            cases_done += 1
+            if live:  # a live counter on a terminal; logs get one line per unit only
+                print(f"\r  {cases_done}/{total_cases} cases", end="", file=out, flush=True)
             return
         finished += 1
         unit = event.unit
@@ -156,9 +161,9 @@ def _progress_printer(out: TextIO, total_units: int) -> Any:
         if len(why) > 160:
             why = why[:157] + "..."
         print(
-            f"[{finished}/{total_units}] {unit.provider.name:<16} {unit.contract.name:<22} "
-            f"{verdict}  {sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases "
-            f"in {unit.duration:.1f}s{why}",
+            f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
+            f"{unit.contract.name:<22} {verdict}  "
+            f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases{why}",
             file=out,
             flush=True,
         )
@@ -228,7 +233,11 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             concurrency=args.concurrency,
             cassette_root=Path(args.cassettes),
             recorded_from=_sim_origin if args.sim else "live provider endpoints",
-            progress=_progress_printer(out, len(chosen) * len(contracts)),
+            progress=_progress_printer(
+                out,
+                len(chosen) * len(contracts),
+                len(chosen) * sum(len(c.cases) for c in contracts),
+            ),
         )
         print(
             f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
