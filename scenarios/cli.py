@@ -8,16 +8,12 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from scenarios.model import RunReport, ScenarioResult, Verdict
-from scenarios.runner import (
-    DEFAULT_JOBS,
-    DEFAULT_REPORT_DIR,
-    RunOptions,
-    all_scenarios,
-    run_scenarios,
-)
+from scenarios.model import DEFAULT_JOBS, DEFAULT_REPORT_DIR, RunReport, ScenarioResult, Verdict
+
+if TYPE_CHECKING:
+    from scenarios.runner import RunOptions
 
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by a signal"
 
@@ -61,6 +57,8 @@ def register(subparsers: Any) -> None:
 
 def list_command(args: argparse.Namespace) -> int:
     """Print every scenario's name and title."""
+    from scenarios.runner import all_scenarios  # heavy: keep `onejob --help` quick
+
     for spec in all_scenarios().values():
         pg = "  (PostgreSQL)" if spec.needs_postgres else ""
         print(f"{spec.name:32} {spec.title}{pg}")
@@ -91,6 +89,8 @@ def summary_table(report: RunReport) -> str:
 
 def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run the scenarios, print progress and a summary, write the reports; 1 on any failure."""
+    from scenarios.runner import RunOptions
+
     out = out or sys.stdout
     options = RunOptions(
         report_dir=args.report_dir, database_url=args.database_url, jobs=args.jobs
@@ -101,6 +101,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 async def run_and_report(names: list[str], options: RunOptions, out: TextIO) -> int:
     """Run scenarios, write every report format, and return the exit code."""
     from reports.scenario_reports import write_reports
+    from scenarios.runner import run_scenarios
 
     def progress(index: int, total: int, result: ScenarioResult) -> None:
         print(progress_line(index, total, result), file=out, flush=True)

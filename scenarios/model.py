@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from pathlib import Path
 from typing import Any
+
+DEFAULT_REPORT_DIR = Path("reports/out")
+DEFAULT_JOBS = 2  # scenarios at once: most of a scenario is waiting, not computing
 
 
 class Verdict(enum.StrEnum):

@@ -15,16 +15,14 @@ from pathlib import Path
 from scenarios.certs import STAND_IN_NOTE, write_stand_in_registry
 from scenarios.context import ScenarioContext, ScenarioFailure, ScenarioSkipped, log_dir_for
 from scenarios.harness import Harness, HarnessError
-from scenarios.model import RunReport, ScenarioResult, Verdict
+from scenarios.model import DEFAULT_JOBS, DEFAULT_REPORT_DIR, RunReport, ScenarioResult, Verdict
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_kind
 
 ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
 
-DEFAULT_JOBS = 2  # scenarios at once: most of a scenario is waiting, not computing
 SCENARIO_TIMEOUT = 90.0  # seconds one scenario may run before it is an ERROR
 CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
 CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
-DEFAULT_REPORT_DIR = Path("reports/out")
 #: The contract the scenarios send (hedgeable, so the hedge scenario can use it too).
 SCENARIO_CONTRACT = "ticket-triage@1"
 #: Where a PostgreSQL-only scenario finds its database when the run itself is on SQLite.

@@ -17,7 +17,7 @@ IN_PROGRESS = "urn:onejob:attempt-in-progress"
 @scenario(NAME, "A hanging provider: attempt and job unknown, nothing retried until resolved")
 async def timeout_unknown(ctx: ScenarioContext) -> None:
     """Hang the primary past its deadline, then resolve the unknown attempt as an admin."""
-    s = await stage(ctx, certified=True, openai_timeout=DEADLINE)
+    s = await stage(ctx, certified=True, admin=True, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "hang"}])
     created = await post_job(ctx, s.gateway, s.key, "tu-1", ctx.job_body(s.contract), wait=15)
     ctx.expect(created.status_code == 201, "the job is created",
