@@ -15,7 +15,7 @@ CATALOG = load_catalog()
 WANTED = {"injection-ignore-previous", "special-tokens-in-pasted-log"}
 
 
-async def test_reports_carry_every_layer_and_escape_hostile_text(tmp_path: Path) -> None:
+async def test_reports_carry_every_layer_and_report_harness_errors(tmp_path: Path) -> None:
     contract = CATALOG["ticket-triage@1"]
     good = sim_providers()["faithful"]
     # Same cassettes, a provider config whose model differs: every request mismatches.
