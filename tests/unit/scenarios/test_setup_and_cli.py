@@ -113,3 +113,26 @@ async def test_unknown_scenario_name_exits_2(tmp_path: Path) -> None:
     out = io.StringIO()
     code = await run_and_report(["no-such"], RunOptions(report_dir=tmp_path), out)
     assert code == 2 and "unknown scenarios: no-such" in out.getvalue()
+
+
+async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    import scenarios.runner as runner
+
+    async def slow(ctx: ScenarioContext) -> None:
+        await asyncio.sleep(0.4)
+        ctx.expect(True, "slow held")
+
+    specs = {"first-slow": ScenarioSpec("first-slow", "t", slow),
+             "second-fast": ScenarioSpec("second-fast", "t", _passes)}
+    monkeypatch.setattr(runner, "all_scenarios", lambda: specs)
+    finished: list[str] = []
+    report = await runner.run_scenarios(
+        [], RunOptions(report_dir=tmp_path, jobs=2),
+        lambda i, n, r: finished.append(f"{i}/{n} {r.name}"),
+    )
+    assert [r.name for r in report.results] == ["first-slow", "second-fast"]
+    assert finished == ["1/2 second-fast", "2/2 first-slow"]  # so they overlapped
