@@ -128,8 +128,14 @@ class InvalidInput(Unprocessable):
     type = "urn:onejob:invalid-input"
     title = "Invalid input"
 
+    #: At most this many errors are reported; a huge invalid body must not echo back huge.
+    MAX_ERRORS: ClassVar[int] = 50
+
     def __init__(self, detail: str | None = None, *, errors: list[str] | None = None) -> None:
         errs = list(errors or ([detail] if detail else []))
+        if len(errs) > self.MAX_ERRORS:
+            errs = [*errs[: self.MAX_ERRORS], f"... and {len(errs) - self.MAX_ERRORS} more"]
+        errs = [e if len(e) <= 500 else e[:500] + "..." for e in errs]
         super().__init__(detail or "; ".join(errs) or None, errors=errs)
 
     @property

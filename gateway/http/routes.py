@@ -9,7 +9,7 @@ from litestar import Request, Response, Router, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, QueryParameter
 
-from gateway.domain.records import Principal
+from gateway.domain.records import CreateOutcome, Principal
 from gateway.http.auth import authenticate
 from gateway.http.body import read_json
 from gateway.http.idempotency import HEADER, parse_idempotency_key
@@ -70,6 +70,8 @@ async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Resp
     service = service_of(request)
     result = await service.create_job(principal, key, body)
     note_job(request, result.job.id)
+    if result.outcome is CreateOutcome.CONFLICT:
+        return created_response(result, result.job)  # nothing to wait for
     job, headers = await _maybe_wait(request, service, result.job)
     response = created_response(result, job)
     response.headers.update(headers)

@@ -204,3 +204,36 @@ async def test_the_problem_of_a_conflict_is_valid_json_problem(
     body = json.loads(r.content)
     assert set(body) >= {"type", "title", "status", "detail", "job_id"}
     assert body["status"] == 409
+
+
+async def test_an_oversized_body_on_a_real_socket_is_a_413(
+    app: Litestar, keys: Any, count_rows: Any, served: Any
+) -> None:
+    big = b'{"contract": "echo@1", "input": {"s": "' + b"x" * (2 * 1024 * 1024) + b'"}}'
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        r = await http.post("/v1/jobs", content=big, headers=keys.job())
+        assert r.status_code == 413
+        assert r.json()["type"] == "urn:onejob:payload-too-large"
+
+        async def chunks() -> Any:  # no Content-Length: the limit applies while streaming
+            for _ in range(4):
+                yield b"x" * (512 * 1024)
+
+        r = await http.post("/v1/jobs", content=chunks(), headers=keys.job())
+        assert r.status_code == 413
+        ok = await http.get("/healthz")  # the server is still fine
+        assert ok.status_code == 200
+    assert await count_rows() == (0, 0)
+
+
+async def test_a_conflict_does_not_wait_even_when_asked_to(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    await client.post("/v1/jobs", json=triage_body(), headers=keys.job())
+    r = await client.post(
+        "/v1/jobs",
+        json=triage_body(subject="other"),
+        headers={**keys.job(), "Prefer": "wait=30"},
+    )
+    assert r.status_code == 409
+    assert "preference-applied" not in r.headers

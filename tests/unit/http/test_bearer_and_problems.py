@@ -69,3 +69,10 @@ def test_each_error_class_names_its_status_and_type(
     body = error_response(error).content
     assert (body["status"], body["type"]) == (status, type_)
     assert body["title"] and body["detail"]
+
+
+def test_a_flood_of_validation_errors_is_capped() -> None:
+    error = InvalidInput("bad", errors=[f"error {i} " + "x" * 1000 for i in range(500)])
+    assert len(error.errors) == InvalidInput.MAX_ERRORS + 1
+    assert error.errors[-1] == "... and 450 more"
+    assert all(len(e) <= 503 for e in error.errors)
