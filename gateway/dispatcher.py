@@ -21,9 +21,11 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from contracts.model import Contract
+from gateway.dispatch.calling import call_provider
+from gateway.dispatch.routing import Certifications, Routes, Verdict
 from gateway.domain.clock import Clock, SystemClock
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
@@ -37,41 +39,16 @@ from gateway.domain.states import AttemptReason, AttemptState
 from gateway.metrics import AttemptOutcome, Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
-from providers.base import (
-    DefiniteFailure,
-    OutcomeUnknown,
-    Provider,
-    ProviderError,
-    ProviderResult,
-)
+from providers.base import Provider, ProviderRequest, ProviderResult
 from providers.config import ProviderConfig
+
+__all__ = ["Certifications", "Dispatcher", "Verdict"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
-#: The adapter enforces the deadline itself and says how it ran out; this backstop only
-#: fires if it does not, a little later.
-DEADLINE_SLACK = 0.25  # seconds
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
-
-
-class Verdict(Protocol):
-    """What the certification registry says about one failover."""
-
-    @property
-    def allowed(self) -> bool: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-class Certifications(Protocol):
-    """The certification seam (DESIGN §6): may ``fallback`` replace ``primary`` for a contract."""
-
-    def can_failover(
-        self, contract: Contract, primary: ProviderConfig, fallback: ProviderConfig
-    ) -> Verdict: ...
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -111,6 +88,7 @@ class Dispatcher:
         self._runners: list[asyncio.Task[None]] = []
         self._reaper: asyncio.Task[None] | None = None
         self._in_flight = 0
+        self.routes = Routes(settings, catalog, provider_configs, certifications)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -160,35 +138,7 @@ class Dispatcher:
 
     def effective_fallbacks(self, contract_name: str, primary: str) -> list[str]:
         """Return the configured fallbacks the registry certifies for this primary, in order."""
-        route = self.settings.route_for(contract_name)
-        contract = self.catalog.get(contract_name)
-        primary_cfg = self.provider_configs.get(primary)
-        if route is None or contract is None or primary_cfg is None:
-            return []
-        # A job whose client named a non-default primary may still fall back on the route's.
-        chain = route.fallbacks if primary == route.primary else (route.primary, *route.fallbacks)
-        allowed: list[str] = []
-        for name in chain:
-            cfg = self.provider_configs.get(name)
-            if name == primary or cfg is None or name in allowed:
-                continue
-            if self.certifications.can_failover(contract, primary_cfg, cfg).allowed:
-                allowed.append(name)
-        return allowed
-
-    def _next_provider(self, job: JobRecord, failed: AttemptRecord) -> str | None:
-        """Pick where a failover goes: the first effective fallback not tried yet, if allowed."""
-        route = self.settings.route_for(job.contract)
-        if route is None or len(job.attempts) >= route.max_attempts:
-            return None
-        others = [a for a in job.attempts if a.id != failed.id]
-        if any(not a.state.terminal for a in others):
-            return None  # another attempt (a hedge, say) is still in play; R4 forbids adding
-        tried = {a.provider for a in job.attempts}
-        for name in self.effective_fallbacks(job.contract, job.provider):
-            if name not in tried:
-                return name
-        return None
+        return self.routes.effective_fallbacks(contract_name, primary)
 
     # -- runners ---------------------------------------------------------------------------
 
@@ -271,40 +221,43 @@ class Dispatcher:
             )
             return
 
-        done = asyncio.Event()
-        companions = [asyncio.create_task(self._renew_lease(attempt, done))]
-        if self._should_hedge(job, attempt, contract):
-            companions.append(asyncio.create_task(self._hedge(job, attempt, done)))
-        call_started = time.perf_counter()
-        result: ProviderResult | None = None
-        error: dict[str, Any] | None = None
-        definite = False
+        # The lease is renewed until the outcome is committed, not just until the call
+        # returns: under load the deciding transaction may itself wait for a connection.
+        decided = asyncio.Event()
+        renewer = asyncio.create_task(self._renew_lease(attempt, decided))
         try:
-            async with asyncio.timeout(remaining + DEADLINE_SLACK):
-                result = await provider.call(request)
-        except TimeoutError:
-            error = {
-                "outcome": "unknown",
-                "reason": "deadline",
-                "message": f"no answer within {remaining:.3f} s",
-            }
-        except DefiniteFailure as exc:
-            error, definite = exc.as_dict(), True
-        except OutcomeUnknown as exc:
-            error = exc.as_dict()
-        except ProviderError as exc:  # an unclassified provider error: assume the worst
-            error = {**exc.as_dict(), "outcome": "unknown"}
-        except Exception as exc:  # a bug below us; the request may have left: unknown
-            log.exception("provider call raised unexpectedly", extra=ids)
-            error = {
-                "outcome": "unknown",
-                "reason": "unexpected_error",
-                "message": f"{type(exc).__name__}: {exc}",
-            }
+            await self._call_and_decide(
+                job, attempt, contract, provider, request, remaining, started, ids
+            )
         finally:
-            provider_s = time.perf_counter() - call_started
-            done.set()
-            await asyncio.gather(*companions, return_exceptions=True)
+            decided.set()
+            await asyncio.gather(renewer, return_exceptions=True)
+
+    async def _call_and_decide(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        contract: Contract,
+        provider: Provider,
+        request: ProviderRequest,
+        remaining: float,
+        started: float,
+        ids: dict[str, str],
+    ) -> None:
+        answered = asyncio.Event()
+        target = self.routes.hedge_target(job, attempt, contract)
+        hedger = (
+            asyncio.create_task(self._hedge(job, attempt, answered)) if target is not None else None
+        )
+        try:
+            outcome = await call_provider(provider, request, remaining, ids)
+        finally:
+            answered.set()
+            if hedger is not None:
+                # A hedge being added must land before we pick a failover (R4 sees it).
+                await asyncio.gather(hedger, return_exceptions=True)
+        result, error, provider_s = outcome.result, outcome.error, outcome.seconds
+        definite = outcome.definite
 
         if result is not None:
             violations = contract.validate_output(result.output)
@@ -371,7 +324,7 @@ class Dispatcher:
     ) -> None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         fresh = await self.store.get_job(job.id)
-        next_provider = self._next_provider(fresh, attempt) if fresh is not None else None
+        next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
         res = await self.store.fail_attempt(attempt.id, error, next_provider=next_provider)
         self.metrics.attempt_finished(
             attempt.provider,
@@ -417,7 +370,7 @@ class Dispatcher:
     # -- companions of a call in flight ----------------------------------------------------
 
     async def _renew_lease(self, attempt: AttemptRecord, done: asyncio.Event) -> None:
-        """Renew the lease every third of its TTL until the call is done."""
+        """Renew the lease every third of its TTL until the outcome is committed."""
         every = self.config.lease_ttl / 3
         while True:
             with contextlib.suppress(TimeoutError):
@@ -441,17 +394,6 @@ class Dispatcher:
                 )
                 return
 
-    def _should_hedge(self, job: JobRecord, attempt: AttemptRecord, contract: Contract) -> bool:
-        route = self.settings.route_for(job.contract)
-        return (
-            attempt.reason is AttemptReason.INITIAL
-            and route is not None
-            and route.hedge_after_s is not None
-            and route.max_attempts >= 2
-            and contract.hedgeable
-            and bool(self.effective_fallbacks(job.contract, job.provider))
-        )
-
     async def _hedge(self, job: JobRecord, attempt: AttemptRecord, done: asyncio.Event) -> None:
         """After ``hedge_after_s`` with the call still in flight, race it on the first fallback."""
         route = self.settings.route_for(job.contract)
@@ -460,13 +402,13 @@ class Dispatcher:
             await asyncio.wait_for(done.wait(), route.hedge_after_s)
         if done.is_set() or self._stopping.is_set():
             return
-        fallbacks = self.effective_fallbacks(job.contract, job.provider)
-        if not fallbacks:
+        target = self.routes.hedge_target(job, attempt, self.catalog[job.contract])
+        if target is None:
             return  # the certificate was withdrawn while we waited
         ids = {"job_id": job.id, "attempt_id": attempt.id}
         try:
             res = await self.store.add_attempt(
-                job.id, fallbacks[0], AttemptReason.HEDGE, allow_running=True
+                job.id, target, AttemptReason.HEDGE, allow_running=True
             )
         except Exception:
             log.exception("hedge could not be added", extra=ids)
@@ -474,7 +416,7 @@ class Dispatcher:
         if res.outcome is AddAttemptOutcome.ADDED and res.attempt is not None:
             log.info(
                 "hedge started",
-                extra={**ids, "hedge_attempt_id": res.attempt.id, "hedge_provider": fallbacks[0]},
+                extra={**ids, "hedge_attempt_id": res.attempt.id, "hedge_provider": target},
             )
         else:
             blocking = res.blocking

@@ -134,11 +134,12 @@ async def test_hedge_on_a_fast_fallback_wins_and_the_slow_primary_loses_the_race
         )
 
     assert won["status"] == "succeeded", won
-    assert 1.0 <= answered_after < 2.9  # the hedge's answer, not the primary's
+    assert answered_after >= 1.0  # the hedge started only after hedge_after_s
     primary, hedge = final["attempts"]
     assert (primary["provider"], primary["reason"]) == ("sim-openai", "initial")
     assert (hedge["provider"], hedge["reason"]) == ("sim-anthropic", "hedge")
     assert hedge["state"] == "succeeded" and primary["state"] == "lost"
+    assert hedge["finished_at"] < primary["finished_at"]  # reverse order: the hedge first
     assert final["completed_by"] == hedge["id"]
     assert final["result"] == won["result"] and final["version"] == won["version"]
     store = await open_store(database_url)

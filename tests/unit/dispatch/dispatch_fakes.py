@@ -85,6 +85,7 @@ class SpyStore:
         self.jobs: dict[str, JobRecord] = {}
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self.finalize_outcome = FinalizeOutcome.WON
+        self.finalize_delay = 0.0  # seconds the CAS transaction takes (a busy database)
         self.renew_result = True
         self.reapable: list[AttemptRecord] = []
         self.unknown: list[AttemptRecord] = []
@@ -105,6 +106,7 @@ class SpyStore:
         return self.renew_result
 
     async def finalize(self, attempt_id: str, result: Any, **kw: Any) -> FinalizeResult:
+        await asyncio.sleep(self.finalize_delay)
         self.calls.append(("finalize", (attempt_id, result), kw))
         return FinalizeResult(outcome=self.finalize_outcome, attempt_id=attempt_id)
 

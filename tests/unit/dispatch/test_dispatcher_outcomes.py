@@ -268,6 +268,19 @@ async def test_lease_is_renewed_while_the_call_is_in_flight(
     assert all(args == ("att_1", "w-test") for args, _ in renewals)
 
 
+async def test_lease_is_renewed_until_a_slow_decision_is_committed(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher()  # lease_ttl 0.3: renew every 0.1 s
+    store.finalize_delay = 0.45
+    queue_claim(store)
+
+    await d.run_once()
+
+    assert len(store.named("renew_lease")) >= 2
+    assert len(store.named("finalize")) == 1
+
+
 async def test_a_fast_call_renews_no_lease(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
