@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from scenarios.context import ScenarioContext, brief
+from scenarios.model import MarkKind, TimelineMark
 from scenarios.runner import scenario
 from scenarios.setup import SIM_OPENAI
 from scenarios.stage import Stage, job_id_of, post_job, run_alone, stage
@@ -61,7 +62,8 @@ async def one_round(
     ctx.expect(created.status_code == 201, f"{label}: the job is created",
                f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created) or ""
-    if when in (EARLY, LATE, 0.0):
+    watched = when in (EARLY, LATE, 0.0)
+    if watched:
         ctx.watch(s.gateway, s.key, job_id, s.sim, label=label)
     received = await watcher.received(job_id, 10.0)
     ctx.expect(received is not None, f"{label}: the provider call started")
@@ -74,8 +76,12 @@ async def one_round(
     else:
         assert isinstance(when, float)
         await asyncio.sleep(max(0.0, received + CALL_TIME + when - time.time()))
+    sent_at = ctx.now()
     cancel = await ctx.request("POST", f"{s.gateway.base_url}/v1/jobs/{job_id}/cancel",
                                key=s.key, actor=f"round{index}")
+    if watched:
+        ctx.timeline.append(TimelineMark(sent_at, f"{label} client", MarkKind.ACTION,
+                                         f"cancel → {cancel.status_code}"))
     ctx.expect(cancel.status_code in (200, 202, 409),
                f"{label}: cancel answers 200/202 or 409",
                f"status {cancel.status_code}: {cancel.text[:200]}")

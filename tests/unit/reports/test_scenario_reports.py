@@ -107,3 +107,11 @@ def test_write_reports_writes_all_four_files(tmp_path: Path, passing_report: Run
         "scenarios.html", "scenarios.json", "scenarios.junit.xml", "scenarios.md"]
     assert all(p.stat().st_size > 100 for p in paths.values())
     assert json.loads(paths["json"].read_bytes())["passed"] is True
+
+
+def test_a_run_rebuilt_from_its_json_renders_the_same(mixed_report: RunReport) -> None:
+    from scenarios.model import run_report_from_json
+
+    rebuilt = run_report_from_json(json.loads(canonical_json(mixed_report)))
+    assert canonical_json(rebuilt) == canonical_json(mixed_report)
+    assert html(rebuilt) == html(mixed_report)
