@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import sqlalchemy.exc
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
@@ -38,6 +39,15 @@ JOB_CLOSED = "urn:onejob:job-closed"
 NOT_UNKNOWN = "urn:onejob:not-unknown"
 NOT_READY = "urn:onejob:not-ready"
 INTERNAL = "urn:onejob:internal-error"
+UNAVAILABLE = "urn:onejob:unavailable"
+RETRY_AFTER = 1  # seconds
+#: Failures of the database connection: answered 503, never 500.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    ConnectionError,
+    TimeoutError,
+)
 
 #: Litestar's own HTTP errors, by status, as this API's problem classes.
 _FRAMEWORK_ERRORS: dict[int, type[GatewayError]] = {
@@ -86,6 +96,16 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         if cls is not None:
             return error_response(cls(detail or None))
         return problem(exc.status_code, f"urn:onejob:http-{exc.status_code}", detail, detail)
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        # The database (or the network to it) failed: not a bug, and worth a retry.
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return problem(
+            503,
+            UNAVAILABLE,
+            "Service unavailable",
+            "The database is not reachable; retry with the same Idempotency-Key.",
+            headers={"Retry-After": str(RETRY_AFTER)},
+        )
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -198,3 +199,34 @@ async def test_a_revoked_key_is_refused(client: httpx.AsyncClient, store: Any) -
     assert await store.revoke_api_key(key_id)
     r = await client.get("/v1/jobs", headers={"Authorization": f"Bearer {secret}"})
     assert r.status_code == 401
+
+
+async def test_a_database_outage_is_a_503_and_a_bug_is_a_logged_500(
+    client: httpx.AsyncClient,
+    keys: Any,
+    store: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import sqlalchemy.exc
+
+    async def outage(*_: Any, **__: Any) -> Any:
+        raise sqlalchemy.exc.OperationalError("INSERT", {}, ConnectionRefusedError("down"))
+
+    monkeypatch.setattr(store, "create_or_get", outage)
+    r = await client.post("/v1/jobs", content=GOOD, headers=keys.job())
+    assert r.status_code == 503
+    assert r.headers["retry-after"] == "1"
+    assert r.json()["type"] == "urn:onejob:unavailable"
+
+    async def bug(*_: Any, **__: Any) -> Any:
+        raise KeyError("oops")
+
+    monkeypatch.setattr(store, "create_or_get", bug)
+    with caplog.at_level(logging.ERROR, logger="onejob.http"):
+        r = await client.post("/v1/jobs", content=GOOD, headers=keys.job())
+    assert r.status_code == 500
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["type"] == "urn:onejob:internal-error"
+    assert "oops" not in r.text
+    assert any(rec.exc_info for rec in caplog.records if rec.name == "onejob.http")
