@@ -16,8 +16,7 @@ import uvicorn
 
 from contracts.catalog import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
-from gateway.app import ServiceFactory, create_app, postgres_relay
-from gateway.dispatch.wiring import dispatcher_factory
+from gateway.app import ServiceFactory, create_app
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from providers.config import ProviderConfig
@@ -125,13 +124,10 @@ class RunningGateway:
 async def run_gateway(
     settings: Settings, *, background: Sequence[ServiceFactory] | None = None
 ) -> AsyncIterator[RunningGateway]:
-    """Serve ``create_app(settings)`` with the dispatcher on a free loopback port."""
+    """Serve ``create_app(settings)`` (with its dispatcher) on a free loopback port."""
     metrics = Metrics()
-    factories: list[ServiceFactory] = []
-    if settings.database_url.startswith("postgresql"):
-        factories.append(postgres_relay)
-    factories.extend(background if background is not None else [dispatcher_factory(metrics)])
-    app = create_app(settings, background=factories)
+    # background None: the app wires its own LISTEN relay and dispatcher, as `onejob serve`.
+    app = create_app(settings, metrics=metrics, background=background)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
     )

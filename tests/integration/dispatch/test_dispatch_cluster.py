@@ -55,7 +55,6 @@ def processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 CLI = ("-c", "from gateway.cli import main; raise SystemExit(main())")
-WORKER = ("-m", "gateway.worker_cli")
 
 
 def spawn(procs: list[subprocess.Popen[bytes]], log: Path, *args: str) -> None:
@@ -88,7 +87,7 @@ async def ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise AssertionError(f"gateway at {url} never became ready")
 
 
-async def test_two_served_gateways_and_two_workers_run_every_attempt_exactly_once(
+async def test_two_served_gateways_run_every_attempt_exactly_once_with_one_winner_per_job(
     sim: RunningSimulator,
     sim_control: SimControl,
     database_url: str,
@@ -109,9 +108,6 @@ async def test_two_served_gateways_and_two_workers_run_every_attempt_exactly_onc
             log = tmp_path / f"serve-{i}.log"
             spawn(procs, log, *CLI, "serve", "--config", str(config), "--port", str(port))
             urls.append((f"http://127.0.0.1:{port}", procs[-1], log))
-        for i in range(2):
-            # Workers claim too, whether or not `onejob serve` runs a dispatcher itself.
-            spawn(procs, tmp_path / f"worker-{i}.log", *WORKER, "--config", str(config))
         for url, proc, log in urls:
             await ready(url, proc, log)
 

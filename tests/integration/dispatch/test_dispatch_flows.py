@@ -43,6 +43,7 @@ async def test_job_succeeds_with_the_simulators_answer_in_one_waiting_request(
         began = time.monotonic()
         r = await api.create(case_input(0), wait=10)
         elapsed = time.monotonic() - began
+        scraped = await gw.client.get("/metrics")
 
     assert r.status_code == 201, r.text
     assert r.headers["Preference-Applied"] == "wait=10"
@@ -55,8 +56,10 @@ async def test_job_succeeds_with_the_simulators_answer_in_one_waiting_request(
     assert elapsed < 5.0
     calls = await sim_control.calls()
     assert [c["idempotency_key"] for c in calls] == [f"{job['id']}/1"]
-    body, _ = gw.metrics.render()
-    assert b'onejob_attempts_total{outcome="succeeded",provider="sim-openai"} 1.0' in body
+    assert scraped.status_code == 200
+    assert 'onejob_attempts_total{outcome="succeeded",provider="sim-openai"} 1.0' in scraped.text
+    assert "onejob_jobs_created_total 1.0" in scraped.text
+    assert 'onejob_attempt_seconds_count{provider="sim-openai"} 1.0' in scraped.text
 
 
 async def test_hang_past_the_deadline_is_unknown_and_nothing_follows_until_resolved(

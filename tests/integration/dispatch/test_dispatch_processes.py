@@ -32,11 +32,17 @@ class Workers:
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def spawn(self, config: Path, *extra: str) -> subprocess.Popen[bytes]:
+    def spawn(self, config: Path, *extra: str, cli: bool = False) -> subprocess.Popen[bytes]:
+        """Start a worker: ``python -m gateway.worker_cli``, or ``onejob worker`` (``cli``)."""
+        entry = (
+            ["-c", "from gateway.cli import main; raise SystemExit(main())", "worker"]
+            if cli
+            else ["-m", "gateway.worker_cli"]
+        )
         n = len(self.procs)
         with open(self.tmp_path / f"worker-{n}.log", "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.worker_cli", "--config", str(config), *extra],
+                [sys.executable, *entry, "--config", str(config), *extra],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=Path(__file__).resolve().parents[3],
@@ -123,7 +129,7 @@ async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_n
         job = await store.get_job(job_id)
         assert job is not None and job.attempts[0].state is AttemptState.RUNNING  # lease held
 
-        reaper = workers.spawn(config)
+        reaper = workers.spawn(config, cli=True)  # `onejob worker`, this time
 
         async def reaped() -> bool:
             j = await store.get_job(job_id)
