@@ -273,6 +273,16 @@ class ScenarioContext:
 
     # -- timeline --------------------------------------------------------------------
 
+    def observe_unknown(self, job: dict[str, Any], label: str = "") -> None:
+        """Mark, at this moment, every attempt the scenario has just seen become unknown."""
+        prefix = f"{label} " if label else ""
+        for attempt in job.get("attempts", []):
+            if attempt.get("state") == "unknown":
+                lane = f"{prefix}attempt {attempt.get('number')} · {attempt.get('provider')}"
+                self.timeline.append(
+                    TimelineMark(self.now(), lane, MarkKind.TIMED_OUT, "seen unknown")
+                )
+
     def watch(
         self, gateway: Process, key: str, job_id: str, sim: Process | None, label: str = ""
     ) -> None:
@@ -315,7 +325,8 @@ class ScenarioContext:
             end = self.rel(finished) if finished is not None else observed
             if state in ("succeeded", "lost"):
                 self.timeline.append(TimelineMark(end, lane, MarkKind.FINISHED, "finished"))
-            if state in _STATE_MARK:
+            seen = any(m.lane == lane and m.kind is MarkKind.TIMED_OUT for m in self.timeline)
+            if state in _STATE_MARK and not (state == "unknown" and seen):
                 self.timeline.append(TimelineMark(end, lane, _STATE_MARK[state], state))
         events = await self._events(gateway, key, job_id)
         if events is not None:

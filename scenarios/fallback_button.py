@@ -33,6 +33,7 @@ async def fallback_button(ctx: ScenarioContext) -> None:
                f"status {early.status_code}: {early.text[:300]}")
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
                              DEADLINE + 10.0, "the job becomes unknown")
+    ctx.observe_unknown(job)
     blocking = job["attempts"][0]
     ctx.action("fallback button, 3 clicks, while unknown")
     clicks = await asyncio.gather(*(

@@ -6,6 +6,7 @@ import asyncio
 
 from scenarios.context import ScenarioContext, ScenarioSkipped, brief
 from scenarios.harness import Process, free_port
+from scenarios.model import MarkKind, TimelineMark
 from scenarios.nginx import SlowRelay, nginx_binary, start_nginx
 from scenarios.runner import scenario
 from scenarios.setup import GatewayConfig
@@ -59,6 +60,17 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
             "nginx sent the POST to gateway A, timed out, and retried it on gateway B",
             post_lines[0] if post_lines else "no POST in the access log",
         )
+        for relayed in relay.responses:
+            ctx.timeline.append(TimelineMark(
+                ctx.rel(relayed.received_at), "gateway A (behind the slow relay)",
+                MarkKind.FINISHED, f"{relayed.status_line} (held back {GATEWAY_A_LAG:g} s)"))
+            ctx.timeline.append(TimelineMark(
+                ctx.rel(relayed.received_at) + GATEWAY_A_LAG, "gateway A (behind the slow relay)",
+                MarkKind.LOST, "nginx had given up" if not relayed.forwarded else "forwarded"))
+        exchange = next(e for e in ctx.exchanges if e.method == "POST")
+        ctx.timeline.append(TimelineMark(
+            exchange.at + exchange.elapsed, "client (through nginx)", MarkKind.ACTION,
+            f"{exchange.status} after {exchange.elapsed:.1f} s: retried on gateway B"))
         answered_a = [r.status_line for r in relay.responses]
         ctx.note(f"gateway A answered (after nginx gave up): {answered_a}")
         ctx.expect(any(" 201" in s for s in answered_a),

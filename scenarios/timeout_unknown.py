@@ -27,6 +27,7 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
     ctx.watch(s.gateway, s.key, job_id, s.sim)
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
                              DEADLINE + 10.0, "the job becomes unknown after the deadline")
+    ctx.observe_unknown(job)
     first = job["attempts"][0]
     ctx.expect(first.get("state") == "unknown", "the timed-out attempt is unknown, not failed",
                brief(job))

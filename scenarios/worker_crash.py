@@ -35,6 +35,7 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     await ctx.harness.restart(s.gateway)
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
                              LEASE_TTL + 10.0, "after the lease expires the job is unknown")
+    ctx.observe_unknown(job)
     attempt = job["attempts"][0]
     ctx.expect(attempt.get("state") == "unknown", "the crashed attempt is unknown", brief(job))
     await asyncio.sleep(LEASE_TTL + 1.0)  # several reaper rounds: a re-run would show now
