@@ -147,7 +147,7 @@ async def stack(args: argparse.Namespace, work: Path) -> AsyncIterator[dict[str,
     """Start the simulator and the gateway; yield their URLs and the API key."""
     from gateway.store import open_store, upgrade_database
 
-    sim_port, gw_port, metrics_port = free_port(), free_port(), free_port()
+    sim_port, gw_port = free_port(), free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     database_url = args.database_url or f"sqlite+aiosqlite:///{work / 'bench.db'}"
     settings = Settings.model_validate(
@@ -199,15 +199,13 @@ async def stack(args: argparse.Namespace, work: Path) -> AsyncIterator[dict[str,
         "scenarios.load.gateway_proc",
         "--settings",
         str(settings_file),
-        "--metrics-port",
-        str(metrics_port),
     ]
     with child(sim_cmd, sim_log) as sim, child(gw_cmd, gw_log) as gw:
         await ready(f"{sim_url}/_sim/health", sim, sim_log)
         await ready(f"http://127.0.0.1:{gw_port}/healthz", gw, gw_log)
         yield {
             "gateway": f"http://127.0.0.1:{gw_port}",
-            "metrics": f"http://127.0.0.1:{metrics_port}/metrics",
+            "metrics": f"http://127.0.0.1:{gw_port}/metrics",
             "key": key,
             "database": database_url.split("://", 1)[0],
         }
