@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from scenarios.context import ScenarioContext, ScenarioSkipped, brief
-from scenarios.harness import Process, free_port
+from scenarios.harness import free_port
 from scenarios.model import MarkKind, TimelineMark
 from scenarios.nginx import SlowRelay, nginx_binary, start_nginx
 from scenarios.runner import scenario
@@ -42,9 +42,8 @@ async def load_balancer_retry(ctx: ScenarioContext) -> None:
         nginx, access_log = await start_nginx(
             ctx.harness, [relay.port, gateway_b.port], NGINX_READ_TIMEOUT, binary
         )
-        front = Process("nginx-front", [], nginx.log_path, nginx.port, "", {})
         ctx.action("POST through nginx (gateway A lags)")
-        response = await post_job(ctx, front, key, "lb-1", ctx.job_body(contract))
+        response = await post_job(ctx, nginx, key, "lb-1", ctx.job_body(contract))
         ctx.expect(response.status_code in (200, 201), "the client gets a job through nginx",
                    f"status {response.status_code}: {response.text[:200]}")
         job_id = job_id_of(response)
