@@ -23,7 +23,6 @@ from scenarios import cli as scenarios_cli
 log = logging.getLogger("onejob.cli")
 
 
-
 def _settings_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
     parser.add_argument("--database-url", help="overrides $ONEJOB_DATABASE_URL")
