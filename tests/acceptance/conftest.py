@@ -48,7 +48,8 @@ def run_cli_entry(names: list[str], options: RunOptions) -> tuple[int, str, dict
 def sqlite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
     """Every scenario on SQLite (the PostgreSQL-only one on the test PostgreSQL if up)."""
     options = RunOptions(report_dir=tmp_path_factory.mktemp("sqlite-run"))
-    options.postgres_url = PG_URL if postgres_reachable() else None
+    reachable = postgres_reachable() or os.environ.get("ONEJOB_REQUIRE_POSTGRES") == "1"
+    options.postgres_url = PG_URL if reachable else None
     return run_cli_entry([], options)
 
 
@@ -56,6 +57,8 @@ def sqlite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict
 def postgres_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
     """Every scenario on PostgreSQL (skips when it is unreachable)."""
     if not postgres_reachable():
+        if os.environ.get("ONEJOB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL at {PG_URL} is unreachable (ONEJOB_REQUIRE_POSTGRES=1)")
         pytest.skip(f"PostgreSQL at {PG_URL} is unreachable")
     options = RunOptions(report_dir=tmp_path_factory.mktemp("pg-run"), database_url=PG_URL)
     return run_cli_entry([], options)
