@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -48,6 +49,8 @@ MAX_PAGE = 100  # jobs per page
 RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
 _CREATE_FIELDS = frozenset({"contract", "input", "provider"})
 _UNKNOWN_SCAN_LIMIT = 10_000  # unknown attempts scanned to find one by id
+#: What our ids look like (``job_01J...``); anything else is not found without a query.
+_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 class ContractSpec(Protocol):
@@ -173,6 +176,7 @@ class JobService:
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""
+        _check_id(job_id, "job")
         job = await self.store.get_job(job_id, principal.owner_id)
         if job is None:
             raise NotFound(f"No job {job_id!r}.")
@@ -232,6 +236,7 @@ class JobService:
 
     async def cancel(self, principal: Principal, job_id: str) -> TransitionResult:
         """Cancel the caller's job through CAS; a conflict means it was already decided."""
+        _check_id(job_id, "job")
         result = await self.store.cancel(job_id, principal.owner_id)
         if result.outcome is TransitionOutcome.NOT_FOUND:
             raise NotFound(f"No job {job_id!r}.")
@@ -262,6 +267,7 @@ class JobService:
     ) -> TransitionResult:
         """Resolve an ``unknown`` attempt out of band (admin); ``succeeded`` goes through R5."""
         self.require_admin(principal)
+        _check_id(attempt_id, "attempt")
         try:
             target = AttemptState(outcome) if isinstance(outcome, str) else None
         except ValueError:
@@ -392,3 +398,9 @@ class JobService:
     def require_admin(principal: Principal) -> None:
         if not principal.is_admin:
             raise Forbidden("This route needs an API key with the admin scope.")
+
+
+def _check_id(value: str, kind: str) -> None:
+    """Raise ``NotFound`` for a value that cannot be one of our ids (NUL, unicode, huge)."""
+    if not _ID.fullmatch(value):
+        raise NotFound(f"No {kind} {value[:100]!r}.")

@@ -14,7 +14,7 @@ MAX_JSON_DEPTH = 64  # nesting levels of arrays and objects
 
 
 def parse_json(raw: bytes) -> Any:
-    """Decode UTF-8 JSON: no NaN or Infinity, no duplicate keys, at most ``MAX_JSON_DEPTH`` deep."""
+    """Decode UTF-8 JSON: no NaN, Infinity, duplicate keys or U+0000; limited nesting."""
     if not raw.strip():
         raise MalformedJson("The request body is empty; a JSON object is expected.")
     try:
@@ -31,8 +31,7 @@ def parse_json(raw: bytes) -> Any:
         raise MalformedJson("The request body is nested too deeply.") from exc
     except ValueError as exc:  # JSONDecodeError, and integers with too many digits
         raise MalformedJson(f"The request body is not valid JSON: {exc}") from exc
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise InvalidInput(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels is not accepted.")
+    _check_shape(value)
     return value
 
 
@@ -61,20 +60,24 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _depth(value: Any) -> int:
-    """Return the nesting depth of a parsed JSON value, without recursion."""
-    deepest = 0
+def _check_shape(value: Any) -> None:
+    """Refuse nesting deeper than ``MAX_JSON_DEPTH`` and U+0000 in strings, without recursion.
+
+    PostgreSQL's JSONB cannot store U+0000; refusing it everywhere keeps both databases alike.
+    """
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidInput("Strings must not contain U+0000.")
+            continue
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: list[Any] = [*item.keys(), *item.values()]
         elif isinstance(item, list):
             children = item
         else:
             continue
-        deepest = max(deepest, level)
-        if deepest > MAX_JSON_DEPTH:
-            return deepest
+        if level > MAX_JSON_DEPTH:
+            raise InvalidInput(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels is not accepted.")
         stack.extend((child, level + 1) for child in children)
-    return deepest

@@ -76,6 +76,8 @@ REFUSALS = [
         body=b'{"contract": "echo@1", "input": {}, "provider": 3}',
     ),
     _case("integer beyond 2^53", 422, INPUT, body=ECHO_BODY % b'{"n": 9007199254740993}'),
+    _case("NUL in a string", 422, INPUT, body=ECHO_BODY % b'{"s": "a\\u0000"}'),
+    _case("NUL in a key", 422, INPUT, body=ECHO_BODY % b'{"a\\u0000": 1}'),
     _case("lone surrogate", 422, INPUT, body=ECHO_BODY % b'{"s": "\\ud800"}'),
     _case(
         "input against schema",
@@ -230,3 +232,27 @@ async def test_a_database_outage_is_a_503_and_a_bug_is_a_logged_500(
     assert r.json()["type"] == "urn:onejob:internal-error"
     assert "oops" not in r.text
     assert any(rec.exc_info for rec in caplog.records if rec.name == "onejob.http")
+
+
+@pytest.mark.parametrize(
+    "job_id", ["a%00b", "%F0%9F%98%80", "x" * 5000, "job_%27%3B--", "..%2F..%2Fetc"]
+)
+async def test_ids_that_cannot_exist_are_not_found_without_a_500(
+    client: httpx.AsyncClient, keys: Any, job_id: str
+) -> None:
+    for method, path in (
+        ("GET", f"/v1/jobs/{job_id}"),
+        ("POST", f"/v1/jobs/{job_id}/cancel"),
+    ):
+        r = await client.request(method, path, headers=keys.auth())
+        assert r.status_code == 404, (path[:40], r.text)
+    r = await client.post(
+        f"/v1/jobs/{job_id}/attempts", json={"provider": "sim-openai"}, headers=keys.auth()
+    )
+    assert r.status_code == 404, r.text
+    r = await client.post(
+        f"/v1/admin/attempts/{job_id}/resolve",
+        json={"outcome": "failed"},
+        headers=keys.auth("admin"),
+    )
+    assert r.status_code == 404, r.text

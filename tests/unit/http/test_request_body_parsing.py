@@ -42,6 +42,12 @@ def test_nesting_past_the_limit_is_a_422() -> None:
         parse_json(deeper)
 
 
+@pytest.mark.parametrize("raw", [b'{"s": "a\\u0000b"}', b'{"a\\u0000": 1}', b'[[["\\u0000"]]]'])
+def test_nul_characters_are_refused_anywhere(raw: bytes) -> None:
+    with pytest.raises(InvalidInput):
+        parse_json(raw)
+
+
 def test_unicode_and_numbers_parse_as_json() -> None:
     assert parse_json('{"name": "Zoë ✓", "n": 1.0, "m": 1}'.encode()) == {
         "name": "Zoë ✓",
