@@ -51,3 +51,16 @@ def test_every_scenario_passes_on_sqlite(sqlite_run: Run) -> None:
 @pytest.mark.postgres
 def test_every_scenario_passes_on_postgresql(postgres_run: Run) -> None:
     check_run(postgres_run)
+
+
+def test_the_real_runs_html_renders_every_timeline_in_chromium(sqlite_run: Run) -> None:
+    from reports.html_probe import chromium_binary, probe_report
+    from reports.scenario_reports import html
+    from scenarios.model import run_report_from_json
+
+    if chromium_binary() is None:
+        pytest.skip("chromium is not installed")
+    sections = probe_report(html(run_report_from_json(sqlite_run[2])))
+    assert [s["id"] for s in sections] == list(ORDER)
+    for s in sections:
+        assert s["svgWidth"] > 500 and s["lanes"] >= 2 and s["marks"] >= 3, s
