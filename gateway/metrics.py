@@ -76,7 +76,7 @@ class Metrics:
         )
         self.attempt_seconds = Histogram(
             "onejob_attempt_seconds",
-            "Wall time of an attempt, claim to decision.",
+            "Wall time of an attempt: claim transaction to decision committed.",
             ["provider"],
             buckets=ATTEMPT_BUCKETS,
             registry=r,
