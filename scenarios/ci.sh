@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 ONEJOB=.venv/bin/onejob
 PG_URL="${ONEJOB_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/test}"
 OUT="${ONEJOB_REPORT_DIR:-reports/out}"
+# The SQLite pass runs the PostgreSQL-only scenario (two gateways, one database) there too.
+export ONEJOB_SCENARIO_POSTGRES_URL="$PG_URL"
 
 # Scenario 10 needs a real nginx; it is SKIP (not PASS) without one.
 if ! command -v nginx >/dev/null 2>&1 && ! test -x /usr/sbin/nginx; then
