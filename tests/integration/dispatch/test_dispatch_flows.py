@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from dispatch_harness import (
+    CONTRACT,
     Api,
     SimControl,
     case_input,
@@ -22,7 +23,6 @@ from providers.simulator.server import RunningSimulator
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::litestar.exceptions.LitestarDeprecationWarning"),  # TEMP
 ]
 
 
@@ -264,3 +264,35 @@ async def test_ambiguous_outcomes_make_attempt_and_job_unknown_without_failover(
     assert job["status"] == "unknown", job
     assert [a["state"] for a in again["attempts"]] == ["unknown"]
     assert await sim_control.calls("sim-anthropic") == []
+
+
+async def test_a_certificate_written_while_serving_enables_failover_without_restart(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = sim_settings(sim, database_url, cert_path)
+    certify(cert_path, [settings.providers["sim-openai"]])
+    await sim_control.script("sim-openai", {"kind": "status", "code": 503}, count=2)
+    async with run_gateway(settings) as gw:
+        api = Api(gw, *keys)
+        before = (await api.create(case_input(0), wait=10)).json()
+        matrix_before = (await gw.client.get("/v1/certifications", headers=api.auth)).json()
+        certify(cert_path, [settings.providers["sim-anthropic"]])
+        after = (await api.create(case_input(1), wait=10)).json()
+        matrix_after = (await gw.client.get("/v1/certifications", headers=api.auth)).json()
+
+    assert before["status"] == "failed" and len(before["attempts"]) == 1
+    assert after["status"] == "succeeded", after
+    assert [a["provider"] for a in after["attempts"]] == ["sim-openai", "sim-anthropic"]
+    assert [c["idempotency_key"] for c in await sim_control.calls("sim-anthropic")] == [
+        f"{after['id']}/2"
+    ]
+    allowed = {
+        (r["contract"], r["fallback"]): r["allowed"] for r in matrix_before["certifications"]
+    }
+    assert allowed[(CONTRACT, "sim-anthropic")] is False
+    allowed = {(r["contract"], r["fallback"]): r["allowed"] for r in matrix_after["certifications"]}
+    assert allowed[(CONTRACT, "sim-anthropic")] is True
