@@ -86,6 +86,7 @@ class SpyStore:
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self.finalize_outcome = FinalizeOutcome.WON
         self.finalize_delay = 0.0  # seconds the CAS transaction takes (a busy database)
+        self.finalize_errors: list[Exception] = []  # raised by the next finalize calls
         self.renew_result = True
         self.reapable: list[AttemptRecord] = []
         self.unknown: list[AttemptRecord] = []
@@ -107,6 +108,8 @@ class SpyStore:
 
     async def finalize(self, attempt_id: str, result: Any, **kw: Any) -> FinalizeResult:
         await asyncio.sleep(self.finalize_delay)
+        if self.finalize_errors:
+            raise self.finalize_errors.pop(0)
         self.calls.append(("finalize", (attempt_id, result), kw))
         return FinalizeResult(outcome=self.finalize_outcome, attempt_id=attempt_id)
 

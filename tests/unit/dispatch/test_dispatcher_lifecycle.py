@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import time
 
@@ -22,7 +23,9 @@ from gateway.metrics import AttemptOutcome, Metrics
 
 def claim(store: SpyStore, job_id: str = "job_1") -> None:
     deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
-    attempt = make_attempt(1, "p1", job_id=job_id, deadline_at=deadline)
+    attempt = dataclasses.replace(
+        make_attempt(1, "p1", job_id=job_id, deadline_at=deadline), id=f"att_{job_id}"
+    )
     store.claims.append(ClaimedAttempt(attempt=attempt, job=make_job(job_id)))
     store.jobs[job_id] = make_job(job_id, attempts=(attempt,))
 
@@ -84,6 +87,28 @@ async def test_runners_poll_when_no_wake_up_arrives(
         assert store.named("finalize")
     finally:
         await d.stop()
+
+
+async def test_a_database_error_while_deciding_leaves_the_attempt_to_the_reaper(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05})
+    store.finalize_errors = [ConnectionError("database went away")]
+    claim(store, "job_1")
+    claim(store, "job_2")
+    await d.start()
+    try:
+        for _ in range(100):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await d.stop()
+
+    # job_1's attempt stays running under its lease (no guess made); the runner went on.
+    [(args, _)] = store.named("finalize")
+    assert args[0] == "att_job_2" and store.claims == []
+    assert store.named("mark_unknown") == [] and store.named("fail_attempt") == []
 
 
 async def test_stop_lets_a_call_in_flight_finish_within_the_grace(
