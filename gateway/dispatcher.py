@@ -88,6 +88,7 @@ class Dispatcher:
         self._runners: list[asyncio.Task[None]] = []
         self._reaper: asyncio.Task[None] | None = None
         self._in_flight = 0
+        self._claim_baton = asyncio.Lock()
         self.routes = Routes(settings, catalog, provider_configs, certifications)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -143,15 +144,22 @@ class Dispatcher:
     # -- runners ---------------------------------------------------------------------------
 
     async def _runner_loop(self, index: int) -> None:
+        # One idle runner per process at a time holds the claim baton: it claims, or
+        # sleeps on the hub. A wake-up then costs one claim transaction, not one per idle
+        # runner (a thundering herd that serializes on SQLite's write lock).
         while not self._stopping.is_set():
             try:
-                ran = await self.run_once()
+                async with self._claim_baton:
+                    if self._stopping.is_set():
+                        return
+                    claimed, began = await self._claim()
+                    if claimed is None:
+                        await self.hub.wait_attempt(self.config.poll_interval)
+                        continue
+                await self._execute(claimed, began)
             except Exception:
                 log.exception("runner failed", extra={"worker_id": self.worker_id})
                 await self._rest(ERROR_PAUSE)
-                continue
-            if not ran and not self._stopping.is_set():
-                await self.hub.wait_attempt(self.config.poll_interval)
 
     async def _rest(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -159,6 +167,14 @@ class Dispatcher:
 
     async def run_once(self) -> bool:
         """Claim one attempt and run it to its outcome; say whether there was one."""
+        claimed, began = await self._claim()
+        if claimed is None:
+            return False
+        await self._execute(claimed, began)
+        return True
+
+    async def _claim(self) -> tuple[ClaimedAttempt | None, float]:
+        """Claim the oldest ``starting`` attempt; return it and when the claim began."""
         deadlines = {name: cfg.timeout for name, cfg in self.provider_configs.items()}
         began = time.perf_counter()  # the claim's transaction is part of the overhead
         claimed = await self.store.claim_next_attempt(
@@ -167,8 +183,9 @@ class Dispatcher:
             deadline_s=deadlines,
             default_deadline_s=DEFAULT_DEADLINE,
         )
-        if claimed is None:
-            return False
+        return claimed, began
+
+    async def _execute(self, claimed: ClaimedAttempt, began: float) -> None:
         self._in_flight += 1
         self.metrics.attempts_in_flight.inc()
         try:
@@ -176,7 +193,6 @@ class Dispatcher:
         finally:
             self._in_flight -= 1
             self.metrics.attempts_in_flight.dec()
-        return True
 
     async def _run(self, claimed: ClaimedAttempt, started: float) -> None:
         attempt, job = claimed.attempt, claimed.job

@@ -342,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runners", type=int, default=16)
     parser.add_argument("--out", default=str(ROOT / "reports/out/bench.json"))
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the child processes are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = asyncio.run(bench(args))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

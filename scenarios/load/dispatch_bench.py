@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runners", type=int, default=8)
     parser.add_argument("--out", default=str(ROOT / "reports/out/dispatch_bench.json"))
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the child processes are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="onejob-dbench-") as tmp:
         report = asyncio.run(run(args, Path(tmp)))
     out = Path(args.out)

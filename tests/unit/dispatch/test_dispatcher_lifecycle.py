@@ -72,6 +72,45 @@ async def test_an_idle_runner_wakes_at_once_when_an_attempt_is_published(
         await d.stop()
 
 
+async def test_a_wake_up_costs_one_claim_not_one_per_idle_runner(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 30.0, "runners": 8})
+    await d.start()
+    try:
+        await asyncio.sleep(0.1)
+        assert len(store.claim_kwargs) == 1  # one runner claims; seven wait their turn
+        d.hub.publish_attempt()
+        await asyncio.sleep(0.1)
+        assert len(store.claim_kwargs) == 2
+    finally:
+        await d.stop()
+
+
+async def test_queued_attempts_run_concurrently_on_several_runners(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    slow = ScriptedProvider("p1", *(answer({"label": "x"}, delay=0.3) for _ in range(3)))
+    d = make_dispatcher(
+        providers={"p1": slow, "p2": ScriptedProvider("p2"), "p3": ScriptedProvider("p3")},
+        dispatcher={"poll_interval": 30.0, "runners": 4},
+    )
+    for n in range(3):
+        claim(store, f"job_{n}")
+    began = time.monotonic()
+    await d.start()
+    try:
+        for _ in range(100):
+            if len(store.named("finalize")) == 3:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await d.stop()
+
+    assert len(store.named("finalize")) == 3
+    assert time.monotonic() - began < 0.8  # three 0.3 s calls overlapped
+
+
 async def test_runners_poll_when_no_wake_up_arrives(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
