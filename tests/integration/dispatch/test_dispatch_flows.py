@@ -296,3 +296,24 @@ async def test_a_certificate_written_while_serving_enables_failover_without_rest
     assert allowed[(CONTRACT, "sim-anthropic")] is False
     allowed = {(r["contract"], r["fallback"]): r["allowed"] for r in matrix_after["certifications"]}
     assert allowed[(CONTRACT, "sim-anthropic")] is True
+
+
+async def test_an_attempt_left_starting_is_claimed_by_the_next_dispatcher(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = sim_settings(sim, database_url, cert_path)
+    async with run_gateway(settings, background=[]) as gw:  # a gateway without a dispatcher
+        queued = (await Api(gw, *keys).create(case_input(0))).json()
+    assert queued["status"] == "queued"
+    assert queued["attempts"][0]["state"] == "starting"
+
+    async with run_gateway(settings) as gw:
+        done = (await Api(gw, *keys).job(queued["id"], wait=10)).json()
+
+    assert done["status"] == "succeeded", done
+    assert [a["state"] for a in done["attempts"]] == ["succeeded"]
+    assert [c["idempotency_key"] for c in await sim_control.calls()] == [f"{queued['id']}/1"]

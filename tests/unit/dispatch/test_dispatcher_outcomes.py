@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import time
 
+import pytest
 from dispatch_fakes import (
     MakeDispatcher,
     ScriptedProvider,
@@ -359,3 +361,19 @@ async def test_only_the_initial_attempt_is_hedged(
     await d.run_once()
 
     assert store.named("add_attempt") == []
+
+
+async def test_log_lines_carry_the_job_and_attempt_ids(
+    store: SpyStore, make_dispatcher: MakeDispatcher, caplog: pytest.LogCaptureFixture
+) -> None:
+    p1 = ScriptedProvider("p1", raises(TimedOut()))
+    d = make_dispatcher(providers=providers(p1=p1))
+    queue_claim(store)
+
+    with caplog.at_level(logging.INFO, logger="gateway.dispatcher"):
+        await d.run_once()
+
+    messages = {r.getMessage(): r for r in caplog.records}
+    assert set(messages) >= {"attempt claimed", "attempt outcome unknown; awaiting resolution"}
+    for record in messages.values():
+        assert (record.job_id, record.attempt_id) == ("job_1", "att_1")  # type: ignore[attr-defined]
