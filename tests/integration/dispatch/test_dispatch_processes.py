@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from dispatch_harness import CONTRACT, SimControl, case_input, sim_settings, write_config
 
@@ -68,6 +70,13 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         yield w
     finally:
         w.cleanup()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 async def eventually(probe: Any, timeout: float, what: str) -> Any:
@@ -129,7 +138,9 @@ async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_n
         job = await store.get_job(job_id)
         assert job is not None and job.attempts[0].state is AttemptState.RUNNING  # lease held
 
-        reaper = workers.spawn(config, cli=True)  # `onejob worker`, this time
+        metrics_port = free_port()
+        # `onejob worker` this time, with its metrics on a side port.
+        reaper = workers.spawn(config, "--metrics-port", str(metrics_port), cli=True)
 
         async def reaped() -> bool:
             j = await store.get_job(job_id)
@@ -145,6 +156,11 @@ async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_n
         assert job.status is JobStatus.UNKNOWN
         calls = await sim_control.calls()
         assert [c["idempotency_key"] for c in calls] == [f"{job_id}/1"]
+
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            scraped = (await client.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+        assert 'onejob_attempts_total{outcome="unknown",provider="sim-openai"} 1.0' in scraped
+        assert "onejob_attempts_unknown 1.0" in scraped
 
         reaper.send_signal(signal.SIGTERM)
         assert reaper.wait(PROCESS_EXIT_TIMEOUT) == 0, workers.log(1)
