@@ -180,3 +180,49 @@ async def test_worker_refuses_a_database_that_is_not_migrated(
 
     assert proc.wait(PROCESS_EXIT_TIMEOUT) == 2
     assert "onejob db upgrade" in workers.log(0)
+
+
+async def test_a_job_created_elsewhere_wakes_a_postgres_worker_at_once_not_at_its_poll(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    tmp_path: Path,
+    workers: Workers,
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("cross-process wake-ups are PostgreSQL LISTEN/NOTIFY; SQLite polls")
+    settings = sim_settings(
+        sim, database_url, tmp_path / "certs.json", dispatcher={"runners": 2, "poll_interval": 30.0}
+    )
+    worker = workers.spawn(write_config(tmp_path / "onejob.toml", settings))
+
+    async def started() -> bool:
+        return "worker started" in workers.log(0)
+
+    await eventually(started, 20.0, "the worker to start")
+    await asyncio.sleep(1.0)  # its first claims found nothing; it now sleeps on the hub
+    store = await open_store(database_url)
+    try:
+        inp = case_input(2)
+        created = await store.create_or_get(
+            NewJob(
+                owner_id="alice",
+                idempotency_key="wake-1",
+                fingerprint=fingerprint(CONTRACT, inp, None),
+                contract=CONTRACT,
+                provider="sim-openai",
+                requested_provider=None,
+                input=inp,
+            )
+        )
+        began = asyncio.get_running_loop().time()
+
+        async def succeeded() -> bool:
+            j = await store.get_job(created.job.id)
+            return j is not None and j.status is JobStatus.SUCCEEDED
+
+        await eventually(succeeded, 10.0, "the worker to run the job")
+        assert asyncio.get_running_loop().time() - began < 5.0  # far below poll_interval
+    finally:
+        await store.close()
+    assert worker.poll() is None
