@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gateway.dispatch.routing import Routes
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
@@ -48,7 +49,6 @@ WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other proce
 MAX_PAGE = 100  # jobs per page
 RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
 _CREATE_FIELDS = frozenset({"contract", "input", "provider"})
-_UNKNOWN_SCAN_LIMIT = 10_000  # unknown attempts scanned to find one by id
 #: What our ids look like (``job_01J...``); anything else is not found without a query.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
@@ -128,6 +128,12 @@ class JobService:
         self.certifications: FailoverPolicy = certifications or NoCertifications()
         self.hub = hub
         self.metrics = metrics or Metrics()
+        self.routes = Routes(
+            settings,
+            catalog,  # type: ignore[arg-type]  # Routes reads only what ContractSpec has
+            settings.providers,
+            self.certifications,
+        )
 
     async def create_job(
         self, principal: Principal, idempotency_key: str, body: Any
@@ -276,11 +282,22 @@ class JobService:
             raise InvalidInput("'outcome' must be one of failed, cancelled, succeeded.")
         if not isinstance(note, str):
             raise InvalidInput("'note' must be a string.")
-        if target is AttemptState.SUCCEEDED:
-            await self._check_result(attempt_id, result)
-        elif result is not None:
+        if target is not AttemptState.SUCCEEDED and result is not None:
             raise InvalidInput("'result' is only accepted with outcome 'succeeded'.")
-        res = await self.store.resolve(attempt_id, target, result=result, note=note)
+        attempt = await self.store.get_attempt(attempt_id)
+        job = await self.store.get_job(attempt.job_id) if attempt is not None else None
+        if attempt is None or job is None:
+            raise NotFound(f"No attempt {attempt_id!r}.")
+        next_provider = None
+        if target is AttemptState.SUCCEEDED:
+            self._check_result(job, result)
+        elif target is AttemptState.FAILED and attempt.state is AttemptState.UNKNOWN:
+            # A resolution to `failed` is a definite failure: fail over as the dispatcher
+            # would (R6); the store re-checks the R4 guard in the same transaction.
+            next_provider = self.routes.next_provider(job, attempt)
+        res = await self.store.resolve(
+            attempt_id, target, result=result, note=note, next_provider=next_provider
+        )
         if res.outcome is TransitionOutcome.NOT_FOUND:
             raise NotFound(f"No attempt {attempt_id!r}.")
         return res
@@ -378,16 +395,9 @@ class JobService:
             raise UnknownProvider(f"No route is configured for {contract!r}; name a provider.")
         return self._provider(route.primary).name
 
-    async def _check_result(self, attempt_id: str, result: Any) -> None:
+    def _check_result(self, job: JobRecord, result: Any) -> None:
         """Validate a result an admin says an unknown attempt produced."""
-        unknown = await self.store.list_attempts(AttemptState.UNKNOWN, limit=_UNKNOWN_SCAN_LIMIT)
-        attempt = next((a for a in unknown if a.id == attempt_id), None)
-        if attempt is None:
-            # Not unknown (or absent): the store's guarded resolve refuses it without
-            # touching the result, so there is nothing to validate.
-            return
-        job = await self.store.get_job(attempt.job_id)
-        contract = self.catalog.get(job.contract) if job else None
+        contract = self.catalog.get(job.contract)
         if contract is None:
             raise UnknownContract("The attempt's contract is no longer in the catalog.")
         errors = contract.validate_output(result)

@@ -75,15 +75,12 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
         lambda j: len(j.get("attempts", [])) > 1 or j.get("status") in ("failed", "succeeded"),
         5.0, "the resolution moves the job on",
     )
-    if len(job.get("attempts", [])) == 1:
-        ctx.note("the resolution did not fail over by itself; the scenario clicks the button")
-        ctx.action("fallback button after resolution")
-        manual = await ctx.request(
-            "POST", f"{s.gateway.base_url}/v1/jobs/{job_id}/attempts", key=s.key,
-            json_body={"provider": SIM_ANTHROPIC},
-        )
-        ctx.expect(manual.status_code == 202, "after resolution the fallback button works",
-                   f"status {manual.status_code}: {manual.text[:300]}")
+    attempts = job.get("attempts", [])
+    ctx.expect(
+        len(attempts) == 2 and attempts[1].get("reason") == "failover"
+        and attempts[1].get("provider") == SIM_ANTHROPIC,
+        "resolving as failed fails over to the certified fallback by itself", brief(job),
+    )
     job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "succeeded",
                              10.0, "the job succeeds on the fallback")
     winner = winner_of(job)

@@ -120,6 +120,10 @@ class JobStore(Protocol):
         """Turn running attempts whose lease expired into ``unknown`` (reason ``lease_expired``)."""
         ...
 
+    async def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
+        """Load one attempt by id (any owner)."""
+        ...
+
     async def list_attempts(
         self, state: AttemptState | None, *, limit: int = 100
     ) -> list[AttemptRecord]:

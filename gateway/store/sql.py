@@ -365,6 +365,12 @@ class SqlJobStore:
         next_cursor = encode_cursor(page[-1].id) if len(rows) > limit else None
         return result, next_cursor
 
+    async def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
+        """Load one attempt by id (any owner)."""
+        async with self._read() as conn:
+            row = await self._attempt_row(conn, attempt_id)
+        return None if row is None else _attempt(row)
+
     async def list_attempts(
         self, state: AttemptState | None, *, limit: int = 100
     ) -> list[AttemptRecord]:

@@ -227,3 +227,46 @@ async def test_the_job_shows_the_attempt_that_won_the_cas(
     assert (await store.finalize(fast.attempt.id, {"echo": "fast"})).outcome is FinalizeOutcome.WON
     r = await client.get(f"/v1/jobs/{job['id']}", headers=keys.auth())
     assert (r.json()["result"], r.json()["completed_by"]) == ({"echo": "fast"}, fast.attempt.id)
+
+
+async def test_resolving_unknown_as_failed_fails_over_to_the_certified_fallback(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore, certifications: Any
+) -> None:
+    certifications.pairs.add(("sim-openai", "sim-anthropic"))
+    job = await new_job(client, keys)
+    first = job["attempts"][0]["id"]
+    await store.claim_next_attempt("w1", **LEASE)
+    await store.mark_unknown(first, {"reason": "timeout"})
+
+    r = await resolve(client, keys, first, outcome="failed", note="provider confirmed no work")
+    assert r.status_code == 200, r.text
+
+    after = await store.get_job(job["id"])
+    assert after is not None
+    assert [(a.number, a.provider, a.reason.value, a.state.value) for a in after.attempts] == [
+        (1, "sim-openai", "initial", "failed"),
+        (2, "sim-anthropic", "failover", "starting"),
+    ]
+    assert after.status.value == "queued"
+
+
+async def test_resolving_unknown_as_failed_without_a_certified_fallback_leaves_the_job_failed(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore
+) -> None:
+    job = await new_job(client, keys)
+    first = job["attempts"][0]["id"]
+    await store.claim_next_attempt("w1", **LEASE)
+    await store.mark_unknown(first, {"reason": "timeout"})
+    r = await resolve(client, keys, first, outcome="failed")
+    assert r.status_code == 200, r.text
+    after = await store.get_job(job["id"])
+    assert after is not None and len(after.attempts) == 1
+    assert after.status.value == "failed"
+
+
+async def test_resolving_an_attempt_that_does_not_exist_is_a_404(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    r = await resolve(client, keys, "att_00000000000000000000000000", outcome="failed")
+    assert r.status_code == 404
+    assert r.json()["type"] == "urn:onejob:not-found"
