@@ -23,6 +23,7 @@ from gateway.domain.records import (
     AttemptRecord,
     CreateOutcome,
     CreateResult,
+    EventRecord,
     JobRecord,
     NewJob,
     Principal,
@@ -187,6 +188,11 @@ class JobService:
         if job is None:
             raise NotFound(f"No job {job_id!r}.")
         return job
+
+    async def job_events(self, principal: Principal, job_id: str) -> list[EventRecord]:
+        """Return the audit trail of one of the caller's jobs."""
+        job = await self.get_job(principal, job_id)
+        return await self.store.events(job.id)
 
     async def list_jobs(
         self,

@@ -22,7 +22,7 @@ from gateway.http.responses import (
     problem,
     resolve_response,
 )
-from gateway.http.views import admin_attempt_view, job_view
+from gateway.http.views import admin_attempt_view, event_view, job_view
 from gateway.logging import JOB_ID_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
 
@@ -87,6 +87,16 @@ async def get_job(
     service = service_of(request)
     job, headers = await _maybe_wait(request, service, await service.get_job(principal, job_id))
     return job_response(job, headers=headers or None)
+
+
+@get("/jobs/{job_id:str}/events")
+async def job_events(
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+) -> Response[Any]:
+    """Return the job's audit trail, oldest first (every transition, replay, refusal, race)."""
+    note_job(request, job_id)
+    events = await service_of(request).job_events(principal, job_id)
+    return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 
 @get("/jobs")
@@ -198,6 +208,7 @@ def v1_router() -> Router:
         path="/v1",
         route_handlers=[
             create_job,
+            job_events,
             get_job,
             list_jobs,
             add_attempt,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from gateway.domain.records import AttemptRecord, JobRecord
+from gateway.domain.records import AttemptRecord, EventRecord, JobRecord
 
 
 def timestamp(value: dt.datetime | None) -> str | None:
@@ -66,3 +66,14 @@ def job_view(job: JobRecord) -> dict[str, Any]:
 def job_location(job_id: str) -> str:
     """Return the path of a job."""
     return f"/v1/jobs/{job_id}"
+
+
+def event_view(event: EventRecord) -> dict[str, Any]:
+    """Render one audit event."""
+    return {
+        "id": event.id,
+        "kind": event.kind,
+        "attempt_id": event.attempt_id,
+        "detail": event.detail,
+        "at": timestamp(event.at),
+    }

@@ -270,3 +270,25 @@ async def test_resolving_an_attempt_that_does_not_exist_is_a_404(
     r = await resolve(client, keys, "att_00000000000000000000000000", outcome="failed")
     assert r.status_code == 404
     assert r.json()["type"] == "urn:onejob:not-found"
+
+
+async def test_the_audit_trail_shows_replays_refusals_and_is_private(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    job = await new_job(client, keys)
+    replay = await client.post(
+        "/v1/jobs", json={"contract": ECHO, "input": {"n": 1}}, headers=keys.job()
+    )
+    assert replay.status_code == 200
+    refused = await ask_attempt(client, keys, job["id"])
+    assert refused.status_code == 409
+
+    r = await client.get(f"/v1/jobs/{job['id']}/events", headers=keys.auth())
+    assert r.status_code == 200, r.text
+    kinds = [e["kind"] for e in r.json()["events"]]
+    assert kinds == ["job_created", "attempt_created", "replayed", "attempt_refused"]
+    refusal = r.json()["events"][-1]
+    assert refusal["detail"]["blocking"] == job["attempts"][0]["id"]
+
+    other = await client.get(f"/v1/jobs/{job['id']}/events", headers=keys.auth("bob"))
+    assert other.status_code == 404
