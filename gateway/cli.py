@@ -8,17 +8,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from contracts import cli as contracts_cli
-from gateway import worker_cli
 from gateway.logging import configure_logging
 from gateway.settings import Settings, load_settings
-from providers import sim_cli
-from scenarios import cli as scenarios_cli
 
 log = logging.getLogger("onejob.cli")
 
@@ -32,8 +29,33 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     return load_settings(args.config, database_url=args.database_url, **overrides)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the parser with every subcommand."""
+#: Subcommands registered by other packages: command -> module with ``register(sub)``.
+#: Imported only when their command runs (or for help), so a simulator or a worker
+#: process does not pay for importing the contract suite and the scenario runner.
+PLUGINS: dict[str, str] = {
+    "worker": "gateway.worker_cli",
+    "sim": "providers.sim_cli",
+    "certify": "contracts.cli",
+    "can-i-failover": "contracts.cli",
+    "scenarios": "scenarios.cli",
+}
+_BUILTIN = frozenset({"serve", "db", "keys"})
+
+
+def _plugins_for(argv: list[str] | None) -> list[str]:
+    """Return the plugin modules the command line needs, in a stable order."""
+    command = next(
+        (a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), None
+    )
+    if command in _BUILTIN:
+        return []
+    if command in PLUGINS:
+        return [PLUGINS[command]]
+    return list(dict.fromkeys(PLUGINS.values()))
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Build the parser with the built-in subcommands and the ones ``argv`` needs."""
     parser = argparse.ArgumentParser(
         prog="onejob", description="Keep one user intention as one job."
     )
@@ -61,16 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_args(create)
     create.set_defaults(func=cmd_keys_create)
 
-    worker_cli.register(sub)
-    sim_cli.register(sub)
-    contracts_cli.register(sub)
-    scenarios_cli.register(sub)
+    for module in _plugins_for(argv):
+        importlib.import_module(module).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

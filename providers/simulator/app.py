@@ -17,6 +17,7 @@ it the provider is ``default``::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
@@ -167,6 +168,10 @@ class SimulatorApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                # Load the catalog before accepting requests, so the first answer does not
+                # stall the event loop; a broken catalog is reported per request instead.
+                with contextlib.suppress(Exception):
+                    self._load_catalog()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.close()
