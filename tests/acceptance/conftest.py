@@ -19,6 +19,17 @@ PG_URL = os.environ.get(
     "ONEJOB_TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
 BROKEN_ONEJOB = [sys.executable, str(Path(__file__).with_name("broken_onejob.py"))]
+#: Where CI wants the acceptance runs' reports published (``.ci/run`` sets it).
+PUBLISH_DIR = os.environ.get("ONEJOB_SCENARIO_REPORT_DIR")
+
+
+def report_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """Return the run's report folder: published under CI, temporary otherwise."""
+    if PUBLISH_DIR:
+        path = Path(PUBLISH_DIR) / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp(name)
 
 
 def postgres_reachable() -> bool:
@@ -47,7 +58,7 @@ def run_cli_entry(names: list[str], options: RunOptions) -> tuple[int, str, dict
 @pytest.fixture(scope="session")
 def sqlite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
     """Every scenario on SQLite (the PostgreSQL-only one on the test PostgreSQL if up)."""
-    options = RunOptions(report_dir=tmp_path_factory.mktemp("sqlite-run"))
+    options = RunOptions(report_dir=report_dir(tmp_path_factory, "scenarios-sqlite"))
     reachable = postgres_reachable() or os.environ.get("ONEJOB_REQUIRE_POSTGRES") == "1"
     options.postgres_url = PG_URL if reachable else None
     return run_cli_entry([], options)
@@ -60,7 +71,9 @@ def postgres_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, di
         if os.environ.get("ONEJOB_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"PostgreSQL at {PG_URL} is unreachable (ONEJOB_REQUIRE_POSTGRES=1)")
         pytest.skip(f"PostgreSQL at {PG_URL} is unreachable")
-    options = RunOptions(report_dir=tmp_path_factory.mktemp("pg-run"), database_url=PG_URL)
+    options = RunOptions(
+        report_dir=report_dir(tmp_path_factory, "scenarios-postgresql"), database_url=PG_URL
+    )
     return run_cli_entry([], options)
 
 
