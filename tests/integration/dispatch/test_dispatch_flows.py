@@ -40,9 +40,7 @@ async def test_job_succeeds_with_the_simulators_answer_in_one_waiting_request(
     settings = sim_settings(sim, database_url, cert_path)
     async with run_gateway(settings) as gw:
         api = Api(gw, *keys)
-        began = time.monotonic()
         r = await api.create(case_input(0), wait=10)
-        elapsed = time.monotonic() - began
         scraped = await gw.client.get("/metrics")
 
     assert r.status_code == 201, r.text
@@ -53,7 +51,6 @@ async def test_job_succeeds_with_the_simulators_answer_in_one_waiting_request(
     [attempt] = job["attempts"]
     assert attempt["state"] == "succeeded" and attempt["provider"] == "sim-openai"
     assert job["completed_by"] == attempt["id"]
-    assert elapsed < 5.0
     calls = await sim_control.calls()
     assert [c["idempotency_key"] for c in calls] == [f"{job['id']}/1"]
     assert scraped.status_code == 200
