@@ -451,17 +451,7 @@ class SqlJobStore:
                 return AddAttemptResult(AddAttemptOutcome.CLOSED, job=job)
             blocker = blocking_attempt(job.attempts, allow_running=allow_running)
             if blocker is not None:
-                await self._event(
-                    conn,
-                    job_id,
-                    "attempt_refused",
-                    {
-                        "why": "attempt in progress",
-                        "blocking": blocker.id,
-                        "blocking_state": blocker.state.value,
-                        "reason": reason.value,
-                    },
-                )
+                await self._refused(conn, job_id, blocker, reason)
                 return AddAttemptResult(AddAttemptOutcome.BLOCKED, blocking=blocker, job=job)
             if job.status is JobStatus.FAILED:
                 # Reopening a failed job is a decision: it changes the version.
@@ -626,6 +616,22 @@ class SqlJobStore:
             result = await self._done(conn, job_id, row)
             return TransitionResult(result.outcome, result.job, result.attempt, added=added)
 
+    async def _refused(
+        self, conn: AsyncConnection, job_id: str, blocker: AttemptRecord, reason: AttemptReason
+    ) -> None:
+        """Record that R4 refused a new attempt, naming the attempt that blocks it."""
+        await self._event(
+            conn,
+            job_id,
+            "attempt_refused",
+            {
+                "why": "attempt in progress",
+                "blocking": blocker.id,
+                "blocking_state": blocker.state.value,
+                "reason": reason.value,
+            },
+        )
+
     async def _add_failover(
         self, conn: AsyncConnection, tx: _Tx, job_id: str, provider: str
     ) -> AttemptRecord | None:
@@ -635,17 +641,7 @@ class SqlJobStore:
             return None
         blocker = blocking_attempt(job.attempts, allow_running=False)
         if blocker is not None:
-            await self._event(
-                conn,
-                job_id,
-                "attempt_refused",
-                {
-                    "why": "attempt in progress",
-                    "blocking": blocker.id,
-                    "blocking_state": blocker.state.value,
-                    "reason": "failover",
-                },
-            )
+            await self._refused(conn, job_id, blocker, AttemptReason.FAILOVER)
             return None
         number = max(a.number for a in job.attempts) + 1
         return await self._insert_attempt(
