@@ -72,7 +72,7 @@ async def start_nginx(
     harness: Harness, upstreams: list[int], read_timeout: float, binary: str
 ) -> tuple[Process, Path]:
     """Start nginx in the foreground on a free port; return it and its access log path."""
-    prefix = harness.work_dir / "nginx"
+    prefix = (harness.work_dir / "nginx").resolve()  # nginx resolves -c and -e under -p
     (prefix / "tmp").mkdir(parents=True, exist_ok=True)
     port = free_port()
     conf = prefix / "nginx.conf"

@@ -94,12 +94,19 @@ async def test_hang_past_the_deadline_is_unknown_and_nothing_follows_until_resol
             headers=api.admin,
         )
         assert resolved.status_code == 200, resolved.text
+        # A resolution to `failed` is a definite failure: the certified fallback takes over
+        # in the same transaction, so the fallback button now finds an attempt in progress.
+        resolved_job = resolved.json()["job"]
+        assert [(a["provider"], a["reason"]) for a in resolved_job["attempts"]] == [
+            ("sim-openai", "initial"),
+            ("sim-anthropic", "failover"),
+        ]
         manual = await gw.client.post(
             f"/v1/jobs/{job['id']}/attempts",
             json={"provider": "sim-anthropic"},
             headers=api.auth,
         )
-        assert manual.status_code == 202, manual.text
+        assert manual.status_code == 409, manual.text
         final = (await api.job(job["id"], wait=10)).json()
 
     assert final["status"] == "succeeded", final
