@@ -314,4 +314,30 @@ def _read(path: Path) -> list[dict[str, Any]]:
         missing = [f for f in (*KEY_FIELDS, "verdict", "certified_at", "expires_at") if f not in e]
         if missing:
             raise RegistryError(f"{path}: a certificate lacks {missing}")
+        _check_types(path, e)
     return entries
+
+
+def _check_types(path: Path, entry: Mapping[str, Any]) -> None:
+    """Refuse the whole file when a certificate's values are not what we wrote (fail closed)."""
+    for field in ("certified_at", "expires_at"):
+        value = entry[field]
+        try:
+            if not isinstance(value, str):
+                raise ValueError(f"not a string: {value!r}")
+            _parse_time(value)
+        except ValueError as exc:
+            raise RegistryError(f"{path}: {field} is not a timestamp ({exc})") from exc
+    for field in ("verdict", "contract", "provider", "mode"):
+        if not isinstance(entry.get(field), str):
+            raise RegistryError(f"{path}: {field} must be a string")
+    agreement = entry.get("agreement")
+    if agreement is not None and not (
+        isinstance(agreement, dict) and all(isinstance(v, dict) for v in agreement.values())
+    ):
+        raise RegistryError(f"{path}: agreement must map primaries to objects")
+    failures = entry.get("failures")
+    if failures is not None and not (
+        isinstance(failures, list) and all(isinstance(f, dict) for f in failures)
+    ):
+        raise RegistryError(f"{path}: failures must be a list of objects")

@@ -27,6 +27,7 @@ from contracts.model import Contract
 from gateway.dispatch.calling import call_provider
 from gateway.dispatch.routing import Certifications, Routes, Verdict
 from gateway.domain.clock import Clock, SystemClock
+from gateway.domain.jsontext import find_unstorable
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
     AddAttemptOutcome,
@@ -220,6 +221,21 @@ class Dispatcher:
                 None,
             )
             return
+        if not self.routes.may_send(job, attempt, contract):
+            # Certified when it was created, but not any more: never call it (R6).
+            await self._fail(
+                job,
+                attempt,
+                {
+                    "outcome": "definite",
+                    "reason": "not_certified",
+                    "message": f"{attempt.provider} is not certified to replace {job.provider} "
+                    f"for {job.contract}",
+                },
+                started,
+                None,
+            )
+            return
         remaining = MIN_CALL_TIMEOUT
         if attempt.deadline_at is not None:
             left = (_aware(attempt.deadline_at) - self.clock.now()).total_seconds()
@@ -276,7 +292,10 @@ class Dispatcher:
         definite = outcome.definite
 
         if result is not None:
-            violations = contract.validate_output(result.output)
+            unstorable = find_unstorable(result.output)
+            violations = (
+                [f"output {unstorable}"] if unstorable else contract.validate_output(result.output)
+            )
             if violations:
                 await self._fail(
                     job,

@@ -235,6 +235,16 @@ class JobService:
                 )
             verdict = self.certifications.can_failover(contract, primary, fallback)
             if not verdict.allowed:
+                await self.store.record_event(
+                    job.id,
+                    "attempt_refused",
+                    {
+                        "why": "fallback not certified",
+                        "provider": provider,
+                        "certification": verdict.reason,
+                        "reason": AttemptReason.MANUAL.value,
+                    },
+                )
                 raise FallbackNotCertified(
                     f"{provider} may not replace {job.provider} for {job.contract}: "
                     f"{verdict.reason}"

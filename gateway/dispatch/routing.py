@@ -7,6 +7,7 @@ part reads the same ``can_failover`` verdicts from the same registry file.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -15,6 +16,8 @@ from gateway.domain.records import AttemptRecord, JobRecord
 from gateway.domain.states import AttemptReason
 from gateway.settings import Settings
 from providers.config import ProviderConfig
+
+log = logging.getLogger("onejob.dispatcher")
 
 
 class Verdict(Protocol):
@@ -64,9 +67,34 @@ class Routes:
             cfg = self.provider_configs.get(name)
             if name == primary or cfg is None or name in allowed:
                 continue
-            if self.certifications.can_failover(contract, primary_cfg, cfg).allowed:
+            if self.allows(contract, primary_cfg, cfg):
                 allowed.append(name)
         return allowed
+
+    def allows(self, contract: Contract, primary: ProviderConfig, fallback: ProviderConfig) -> bool:
+        """Ask the registry; a registry that cannot answer refuses (fail closed)."""
+        try:
+            return bool(self.certifications.can_failover(contract, primary, fallback).allowed)
+        except Exception:
+            log.exception(
+                "certification registry failed; refusing failover %s -> %s",
+                primary.name,
+                fallback.name,
+            )
+            return False
+
+    def may_send(self, job: JobRecord, attempt: AttemptRecord, contract: Contract) -> bool:
+        """Say whether ``attempt`` may still be sent: its provider is the job's primary, or a
+        fallback certified for it now (a certificate may expire while the attempt waits)."""
+        if attempt.provider == job.provider:
+            return True
+        primary = self.provider_configs.get(job.provider)
+        fallback = self.provider_configs.get(attempt.provider)
+        return (
+            primary is not None
+            and fallback is not None
+            and self.allows(contract, primary, fallback)
+        )
 
     def next_provider(self, job: JobRecord, failed: AttemptRecord) -> str | None:
         """Pick where a failover goes: the first effective fallback not tried yet, if allowed.

@@ -8,6 +8,7 @@ from typing import Any
 
 from litestar import Request
 
+from gateway.domain.jsontext import unstorable_reason
 from gateway.errors import InvalidInput, MalformedJson
 
 MAX_JSON_DEPTH = 64  # nesting levels of arrays and objects
@@ -61,16 +62,18 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _check_shape(value: Any) -> None:
-    """Refuse nesting deeper than ``MAX_JSON_DEPTH`` and U+0000 in strings, without recursion.
+    """Refuse nesting deeper than ``MAX_JSON_DEPTH`` and unstorable strings, without recursion.
 
-    PostgreSQL's JSONB cannot store U+0000; refusing it everywhere keeps both databases alike.
+    PostgreSQL's JSONB cannot store U+0000 and UTF-8 has no unpaired surrogates; refusing
+    them everywhere keeps both databases alike.
     """
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                raise InvalidInput("Strings must not contain U+0000.")
+            reason = unstorable_reason(item)
+            if reason is not None:
+                raise InvalidInput(f"A string {reason}; it cannot be stored.")
             continue
         if isinstance(item, dict):
             children: list[Any] = [*item.keys(), *item.values()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated, Any
 
@@ -25,6 +26,8 @@ from gateway.http.responses import (
 from gateway.http.views import admin_attempt_view, event_view, job_view
 from gateway.logging import JOB_ID_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
+
+log = logging.getLogger("onejob.http")
 
 #: The authenticated caller, injected by name from ``authenticate``.
 Caller = NamedDependency[Principal]
@@ -198,7 +201,9 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     try:
         await service_of(request).store.ping()
     except Exception as exc:  # any failure means "not ready", never a 500
-        return problem(503, NOT_READY, "Not ready", f"The database is not reachable: {exc}")
+        # The reason goes to the log only: this route is unauthenticated.
+        log.warning("readiness check failed: %s", type(exc).__name__, exc_info=exc)
+        return problem(503, NOT_READY, "Not ready", "The database is not reachable.")
     return Response(content={"status": "ready"})
 
 

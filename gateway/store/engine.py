@@ -28,6 +28,8 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     ``BEGIN IMMEDIATE`` makes concurrent writers queue on ``busy_timeout`` instead of
     failing with "database is locked" when a read transaction later tries to write.
     """
+    # Job inputs and results must not end up in logs through a failed statement's parameters.
+    kwargs.setdefault("hide_parameters", True)
     if not is_sqlite(url):
         kwargs.setdefault("pool_size", PG_POOL_SIZE)
         kwargs.setdefault("max_overflow", PG_MAX_OVERFLOW)

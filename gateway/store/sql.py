@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gateway.domain.clock import Clock, IdFactory, SystemClock, UlidFactory
 from gateway.domain.guards import blocking_attempt
+from gateway.domain.jsontext import scrub
 from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
@@ -186,7 +187,7 @@ class SqlJobStore:
                 job_id=job_id,
                 attempt_id=attempt_id,
                 kind=kind,
-                detail=detail or {},
+                detail=scrub(detail or {}),
                 at=self._now(),
             )
         )
@@ -478,14 +479,17 @@ class SqlJobStore:
         """Claim the oldest ``starting`` attempt: ``running``, leased, with a deadline."""
         async with self._tx() as tx:
             conn = tx.conn
+            # Lock the attempt and its job together and skip either if someone holds it, so
+            # a claim never waits behind (or deadlocks with) a cancel or a finalize.
             pick = (
                 sa.select(attempts.c.id, attempts.c.job_id, attempts.c.provider)
-                .where(attempts.c.state == A.STARTING.value)
+                .join(jobs, jobs.c.id == attempts.c.job_id)
+                .where(attempts.c.state == A.STARTING.value, jobs.c.status.not_in(DECIDED))
                 .order_by(attempts.c.created_at, attempts.c.id)
                 .limit(1)
             )
             if not self._sqlite:
-                pick = pick.with_for_update(skip_locked=True)
+                pick = pick.with_for_update(skip_locked=True, of=[attempts, jobs])
             candidate = (await conn.execute(pick)).one_or_none()
             if candidate is None:
                 return None
@@ -555,7 +559,7 @@ class SqlJobStore:
                     attempts.c.state.in_([s.value for s in sources]),
                     *extra_where,
                 )
-                .values(state=target.value, **values)
+                .values(state=target.value, **{k: scrub(v) for k, v in values.items()})
                 .returning(*attempts.c)
             )
         ).one_or_none()
@@ -657,7 +661,7 @@ class SqlJobStore:
             await conn.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))
         ).scalar_one()
         if status == JobStatus.FAILED.value:
-            await conn.execute(jobs.update().where(jobs.c.id == job_id).values(error=error))
+            await conn.execute(jobs.update().where(jobs.c.id == job_id).values(error=scrub(error)))
             await self._event(conn, job_id, "job_failed", error)
 
     async def _conflict(
@@ -766,6 +770,7 @@ class SqlJobStore:
             if row is None:
                 # Reaped to `unknown` between our read and the CAS: undo the whole decision.
                 raise _Stale
+            await self._cancel_unsent(conn, job_id, "decided")
             await self._event(
                 conn,
                 job_id,
@@ -779,6 +784,26 @@ class SqlJobStore:
                 winner=attempt_id,
                 job_status=JobStatus.SUCCEEDED,
             )
+
+    async def _cancel_unsent(self, conn: AsyncConnection, job_id: str, why: str) -> list[str]:
+        """Cancel a decided job's attempts that were never sent (e.g. a queued hedge)."""
+        unsent = list(
+            (
+                await conn.execute(
+                    attempts.update()
+                    .where(attempts.c.job_id == job_id, attempts.c.state == A.STARTING.value)
+                    .values(
+                        state=A.CANCELLED.value,
+                        finished_at=self._now(),
+                        error={"reason": f"job_{why}_before_send"},
+                    )
+                    .returning(attempts.c.id)
+                )
+            ).scalars()
+        )
+        for attempt_id in unsent:
+            await self._event(conn, job_id, "attempt_cancelled", {"why": why}, attempt_id)
+        return unsent
 
     async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
         """Cancel through CAS: unsent attempts are cancelled, in-flight ones will lose."""
@@ -804,17 +829,12 @@ class SqlJobStore:
                 return TransitionResult(
                     TransitionOutcome.CONFLICT, job, detail=f"job is {job.status.value}"
                 )
-            unsent = await conn.execute(
-                attempts.update()
-                .where(attempts.c.job_id == job_id, attempts.c.state == A.STARTING.value)
-                .values(state=A.CANCELLED.value, finished_at=self._now())
-                .returning(attempts.c.id)
-            )
+            unsent = await self._cancel_unsent(conn, job_id, "cancelled")
             await self._event(
                 conn,
                 job_id,
                 "job_cancelled",
-                {"version": job.version, "unsent_attempts_cancelled": list(unsent.scalars())},
+                {"version": job.version, "unsent_attempts_cancelled": unsent},
             )
             tx.jobs.add(job_id)
             return TransitionResult(TransitionOutcome.DONE, await self._load(conn, job_id))
@@ -859,6 +879,7 @@ class SqlJobStore:
                 row = await self._move(
                     conn, attempt_id, [A.UNKNOWN], A.SUCCEEDED, {"finished_at": self._now()}
                 )
+                await self._cancel_unsent(conn, job_id, "decided")
                 await self._event(
                     conn, job_id, "attempt_resolved", {**detail, "won": True}, attempt_id
                 )

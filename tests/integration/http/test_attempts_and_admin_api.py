@@ -152,6 +152,9 @@ async def test_a_fallback_needs_a_certificate_and_an_unknown_provider_is_refused
     assert refused.status_code == 422
     assert refused.json()["type"] == "urn:onejob:fallback-not-certified"
     assert "missing certificate" in refused.json()["detail"]
+    [audit] = [e for e in await store.events(job["id"]) if e.kind == "attempt_refused"]
+    assert audit.detail["why"] == "fallback not certified"
+    assert audit.detail["provider"] == "sim-anthropic"
     not_a_string = await client.post(
         f"/v1/jobs/{job['id']}/attempts", json={"provider": 7}, headers=keys.auth()
     )

@@ -292,3 +292,52 @@ async def test_expired_lease_becomes_unknown_and_is_never_reclaimed(
         assert [a.id for a in await store.list_attempts(AttemptState.UNKNOWN)] == [reaped.id]
     finally:
         await store.close()
+
+
+async def test_a_queued_hedge_is_cancelled_unsent_when_the_primary_wins(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    job = (await store.create_or_get(make_job())).job
+    primary = await claim(store)
+    hedge = await store.add_attempt(job.id, "fallback", AttemptReason.HEDGE, allow_running=True)
+    assert hedge.attempt is not None
+    won = await store.finalize(primary.attempt.id, {"answer": 1})
+    assert won.outcome is FinalizeOutcome.WON
+    assert await store.claim_next_attempt(
+        "w2", lease_ttl=5, deadline_s={}, default_deadline_s=5
+    ) is None  # nothing is sent for a job that is already decided
+    final = await store.get_job(job.id)
+    assert final is not None
+    assert [a.state for a in final.attempts] == [AttemptState.SUCCEEDED, AttemptState.CANCELLED]
+    assert "attempt_cancelled" in [e.kind for e in await store.events(job.id)]
+
+
+async def test_a_queued_failover_is_cancelled_when_an_unknown_attempt_is_resolved_as_won(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    job = (await store.create_or_get(make_job())).job
+    first = await claim(store)
+    hedge = await store.add_attempt(job.id, "fallback", AttemptReason.HEDGE, allow_running=True)
+    assert hedge.attempt is not None
+    await store.mark_unknown(first.attempt.id, {"reason": "timeout"})
+    resolved = await store.resolve(first.attempt.id, AttemptState.SUCCEEDED, result={"r": 1})
+    assert resolved.job is not None
+    assert [a.state for a in resolved.job.attempts] == [
+        AttemptState.SUCCEEDED,
+        AttemptState.CANCELLED,
+    ]
+
+
+async def test_provider_error_text_with_nul_is_stored_scrubbed_on_every_database(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    job = (await store.create_or_get(make_job())).job
+    running = await claim(store)
+    failed = await store.fail_attempt(
+        running.attempt.id, {"reason": "status_400", "message": "bad\x00body \ud800"}
+    )
+    assert failed.outcome is TransitionOutcome.DONE
+    final = await store.get_job(job.id)
+    assert final is not None and final.error is not None
+    assert final.error["message"] == "bad\ufffdbody ?"
+    assert final.attempts[0].error == final.error

@@ -175,3 +175,25 @@ def test_matrix_has_one_row_per_contract_and_configured_fallback(
         ("ghost", False, "unknown provider"),
     ]
     assert all(r["contract"] == CONTRACT.name and r["primary"] == "p" for r in rows)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"expires_at": "soon"},
+        {"certified_at": 20260220},
+        {"agreement": ["p"]},
+        {"agreement": {"p": 1.0}},
+        {"verdict": None},
+        {"failures": "schema"},
+    ],
+)
+def test_a_certificate_with_malformed_values_refuses_everything(
+    tmp_path: Path, bad: dict[str, Any]
+) -> None:
+    path = tmp_path / "certs.json"
+    doc = {"format": FORMAT, "certificates": [cert(P), cert(F, **bad)]}
+    path.write_text(json.dumps(doc))
+    registry = CertificationRegistry(path, adapter_version=versions)
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert (verdict.allowed, verdict.reason) == (False, "registry unreadable")

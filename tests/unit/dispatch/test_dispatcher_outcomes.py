@@ -377,3 +377,55 @@ async def test_log_lines_carry_the_job_and_attempt_ids(
     assert set(messages) >= {"attempt claimed", "attempt outcome unknown; awaiting resolution"}
     for record in messages.values():
         assert (record.job_id, record.attempt_id) == ("job_1", "att_1")  # type: ignore[attr-defined]
+
+
+async def test_a_fallback_attempt_whose_certificate_lapsed_is_failed_without_being_sent(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p2 = ScriptedProvider("p2", answer({"label": "billing"}))
+    d = make_dispatcher(providers=providers(p2=p2), certified=())
+    queue_claim(store, attempts=2, provider="p2", reason=AttemptReason.MANUAL)
+
+    await d.run_once()
+
+    assert p2.requests == []
+    [(args, kw)] = store.named("fail_attempt")
+    assert args[0] == "att_2"
+    assert args[1]["reason"] == "not_certified"
+    assert kw == {"next_provider": None}
+    assert not store.named("finalize")
+
+
+async def test_a_registry_that_raises_refuses_failover_instead_of_crashing(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    class BrokenRegistry:
+        def can_failover(self, *args: object) -> object:
+            raise ValueError("certified_at: 'soon' is not a timestamp")
+
+    p1 = ScriptedProvider("p1", raises(Unavailable("503", status_code=503)))
+    d = make_dispatcher(providers=providers(p1=p1))
+    d.routes.certifications = BrokenRegistry()  # type: ignore[assignment]
+    queue_claim(store)
+
+    await d.run_once()
+
+    [(_args, kw)] = store.named("fail_attempt")
+    assert kw == {"next_provider": None}
+    assert not store.named("mark_unknown")
+
+
+async def test_output_the_database_cannot_store_is_a_definite_failure_not_an_unknown(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p1 = ScriptedProvider("p1", answer({"label": "bill\x00ing"}))
+    d = make_dispatcher(providers=providers(p1=p1))
+    queue_claim(store)
+
+    await d.run_once()
+
+    [(args, kw)] = store.named("fail_attempt")
+    assert args[1]["reason"] == "contract_violation"
+    assert args[1]["errors"] == ["output contains U+0000"]
+    assert kw == {"next_provider": "p2"}
+    assert not store.named("finalize") and not store.named("mark_unknown")

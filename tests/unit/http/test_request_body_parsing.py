@@ -42,7 +42,10 @@ def test_nesting_past_the_limit_is_a_422() -> None:
         parse_json(deeper)
 
 
-@pytest.mark.parametrize("raw", [b'{"s": "a\\u0000b"}', b'{"a\\u0000": 1}', b'[[["\\u0000"]]]'])
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"s": "a\\u0000b"}', b'{"a\\u0000": 1}', b'[[["\\u0000"]]]', b'{"s": "\\udc00"}'],
+)
 def test_nul_characters_are_refused_anywhere(raw: bytes) -> None:
     with pytest.raises(InvalidInput):
         parse_json(raw)
