@@ -10,6 +10,7 @@ same transaction. Dialect differences stay in this module.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -199,13 +200,17 @@ class SqlJobStore:
             query = query.with_for_update()
         return (await conn.execute(query)).one_or_none()
 
-    async def _refresh_status(self, conn: AsyncConnection, job_id: str) -> None:
-        """Recompute an undecided job's status from its attempts."""
-        await conn.execute(
-            jobs.update()
-            .where(jobs.c.id == job_id, jobs.c.status.not_in(DECIDED))
-            .values(status=_derived_status(), updated_at=self._now())
-        )
+    async def _refresh_status(self, conn: AsyncConnection, job_id: str) -> Any:
+        """Recompute an undecided job's status from its attempts; return the row (None if
+        the job is decided)."""
+        return (
+            await conn.execute(
+                jobs.update()
+                .where(jobs.c.id == job_id, jobs.c.status.not_in(DECIDED))
+                .values(status=_derived_status(), updated_at=self._now())
+                .returning(*jobs.c)
+            )
+        ).one_or_none()
 
     async def _load(
         self, conn: AsyncConnection, job_id: str, owner_id: str | None = None
@@ -216,12 +221,14 @@ class SqlJobStore:
         row = (await conn.execute(query)).one_or_none()
         if row is None:
             return None
-        rows = (
+        return _job(row, await self._attempt_rows(conn, job_id))
+
+    async def _attempt_rows(self, conn: AsyncConnection, job_id: str) -> Sequence[Any]:
+        return (
             await conn.execute(
                 sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.number)
             )
         ).all()
-        return _job(row, rows)
 
     async def _attempt_row(self, conn: AsyncConnection, attempt_id: str) -> Any:
         return (
@@ -295,7 +302,7 @@ class SqlJobStore:
                         updated_at=now,
                     )
                     .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
-                    .returning(jobs.c.id)
+                    .returning(*jobs.c)
                 )
             ).one_or_none()
             if inserted is not None:
@@ -305,26 +312,26 @@ class SqlJobStore:
                     "job_created",
                     {"contract": new.contract, "provider": new.provider},
                 )
-                await self._insert_attempt(conn, tx, job_id, 1, new.provider, AttemptReason.INITIAL)
-                job = await self._load(conn, job_id)
-                assert job is not None
+                first = await self._insert_attempt(
+                    conn, tx, job_id, 1, new.provider, AttemptReason.INITIAL
+                )
+                job = dataclasses.replace(_job(inserted), attempts=(first,))
                 return CreateResult(CreateOutcome.CREATED, job)
 
-            existing_id = (
+            row = (
                 await conn.execute(
-                    sa.select(jobs.c.id).where(
+                    sa.select(jobs).where(
                         jobs.c.owner_id == new.owner_id,
                         jobs.c.idempotency_key == new.idempotency_key,
                     )
                 )
-            ).scalar_one()
-            job = await self._load(conn, existing_id)
-            assert job is not None
-            if job.fingerprint == new.fingerprint:
-                await self._event(conn, job.id, "replayed", {})
-                return CreateResult(CreateOutcome.REPLAYED, job)
-            await self._event(conn, job.id, "conflict", {"fingerprint": new.fingerprint})
-            return CreateResult(CreateOutcome.CONFLICT, job)
+            ).one()
+            existing = _job(row, await self._attempt_rows(conn, row.id))
+            if existing.fingerprint == new.fingerprint:
+                await self._event(conn, existing.id, "replayed", {})
+                return CreateResult(CreateOutcome.REPLAYED, existing)
+            await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
+            return CreateResult(CreateOutcome.CONFLICT, existing)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -477,6 +484,18 @@ class SqlJobStore:
         default_deadline_s: float,
     ) -> ClaimedAttempt | None:
         """Claim the oldest ``starting`` attempt: ``running``, leased, with a deadline."""
+        try:
+            return await self._claim(worker_id, lease_ttl, deadline_s, default_deadline_s)
+        except _Stale:
+            return None
+
+    async def _claim(
+        self,
+        worker_id: str,
+        lease_ttl: float,
+        deadline_s: dict[str, float],
+        default_deadline_s: float,
+    ) -> ClaimedAttempt | None:
         async with self._tx() as tx:
             conn = tx.conn
             # Lock the attempt and its job together and skip either if someone holds it, so
@@ -522,9 +541,10 @@ class SqlJobStore:
                 {"worker": worker_id, "read_version": row.read_version},
                 row.id,
             )
-            await self._refresh_status(conn, row.job_id)
+            job_row = await self._refresh_status(conn, row.job_id)
             tx.jobs.add(row.job_id)
-            job_row = (await conn.execute(sa.select(jobs).where(jobs.c.id == row.job_id))).one()
+            if job_row is None:  # decided meanwhile (SQLite has no row lock to stop it)
+                raise _Stale
             return ClaimedAttempt(attempt=_attempt(row), job=_job(job_row))
 
     async def renew_lease(self, attempt_id: str, worker_id: str, *, lease_ttl: float) -> bool:
