@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(VENV)/bin/onejob serve
 
-## Run the test suite (PostgreSQL tests skip when no server answers; .ci/run requires it)
+## Run the test suite (installs nginx and chromium if missing; PostgreSQL tests skip when no
+## server answers; .ci/run requires it)
 test: $(STAMP)
+	bash .ci/system-packages
 	$(VENV)/bin/pytest -n auto
 
 ## Lint and type-check the packages
