@@ -125,7 +125,8 @@ recorded cassettes; it never certifies a provider.</p>{% endif %}
 {% for p in providers %}<tr><th>{{ p }}</th>
 {% for c in contracts %}{% set u = cells.get((p, c)) %}
 {% if u is none %}<td>&ndash;</td>{% else %}
-<td class="{{ 'pass' if u.passed else 'fail' }}"><b>{{ ('passed (replay)' if mode == 'replay' else 'certified') if u.passed else 'FAILED' }}</b>
+{% set ok = 'passed (replay)' if mode == 'replay' else 'certified' %}
+<td class="{{ 'pass' if u.passed else 'fail' }}"><b>{{ ok if u.passed else 'FAILED' }}</b>
 {% if not u.passed %}<br>{{ u.first }}{% endif %}
 <div class="small">{% for k, v in u.rates.items() %}{{ k }} {{ '%d'|format(v * 100) }}%
 {%- if not loop.last %}, {% endif %}{% endfor %}</div></td>{% endif %}{% endfor %}</tr>
