@@ -584,11 +584,21 @@ class SqlJobStore:
             )
         ).one_or_none()
 
-    async def _job_of(self, attempt_id: str) -> str | None:
-        async with self._read() as conn:
-            return (
-                await conn.execute(sa.select(attempts.c.job_id).where(attempts.c.id == attempt_id))
+    @asynccontextmanager
+    async def _attempt_tx(self, attempt_id: str) -> AsyncIterator[tuple[_Tx, str] | None]:
+        """Open a write transaction holding the attempt's job lock; None if no such attempt."""
+        async with self._tx() as tx:
+            job_id = (
+                await tx.conn.execute(
+                    sa.select(attempts.c.job_id).where(attempts.c.id == attempt_id)
+                )
             ).scalar_one_or_none()
+            if job_id is None:
+                yield None
+                return
+            await self._lock_job(tx.conn, job_id)
+            tx.jobs.add(job_id)
+            yield tx, job_id
 
     async def mark_unknown(
         self,
@@ -598,30 +608,27 @@ class SqlJobStore:
         expected: AttemptState = AttemptState.RUNNING,
     ) -> TransitionResult:
         """Move an attempt (and its job) to ``unknown``: its outcome is not known."""
-        job_id = await self._job_of(attempt_id)
-        if job_id is None:
-            return TransitionResult(TransitionOutcome.NOT_FOUND)
-        async with self._tx() as tx:
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return TransitionResult(TransitionOutcome.NOT_FOUND)
+            tx, job_id = found
             conn = tx.conn
-            await self._lock_job(conn, job_id)
             row = await self._move(conn, attempt_id, [expected], A.UNKNOWN, {"error": error})
             if row is None:
                 return await self._conflict(conn, job_id, attempt_id, "not in expected state")
             await self._event(conn, job_id, "attempt_unknown", error, attempt_id)
             await self._refresh_status(conn, job_id)
-            tx.jobs.add(job_id)
             return await self._done(conn, job_id, row)
 
     async def fail_attempt(
         self, attempt_id: str, error: dict[str, Any], *, next_provider: str | None = None
     ) -> TransitionResult:
         """Record a definite failure; add a ``failover`` attempt on ``next_provider`` if given."""
-        job_id = await self._job_of(attempt_id)
-        if job_id is None:
-            return TransitionResult(TransitionOutcome.NOT_FOUND)
-        async with self._tx() as tx:
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return TransitionResult(TransitionOutcome.NOT_FOUND)
+            tx, job_id = found
             conn = tx.conn
-            await self._lock_job(conn, job_id)
             row = await self._move(
                 conn,
                 attempt_id,
@@ -636,7 +643,6 @@ class SqlJobStore:
             if next_provider is not None:
                 added = await self._add_failover(conn, tx, job_id, next_provider)
             await self._close_if_failed(conn, job_id, error)
-            tx.jobs.add(job_id)
             result = await self._done(conn, job_id, row)
             return TransitionResult(result.outcome, result.job, result.attempt, added=added)
 
@@ -875,13 +881,11 @@ class SqlJobStore:
         """
         if outcome not in (A.FAILED, A.CANCELLED, A.SUCCEEDED):
             raise ValueError(f"cannot resolve to {outcome.value}")
-        job_id = await self._job_of(attempt_id)
-        if job_id is None:
-            return TransitionResult(TransitionOutcome.NOT_FOUND)
-        async with self._tx() as tx:
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return TransitionResult(TransitionOutcome.NOT_FOUND)
+            tx, job_id = found
             conn = tx.conn
-            await self._lock_job(conn, job_id)
-            tx.jobs.add(job_id)
             current = await self._attempt_row(conn, attempt_id)
             if current.state != A.UNKNOWN.value:
                 return await self._conflict(
