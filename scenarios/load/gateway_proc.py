@@ -1,8 +1,9 @@
 """Serve one gateway for the benchmark, from settings given as JSON.
 
-``python -m scenarios.load.gateway_proc --settings S.json`` does what ``onejob serve`` does
-(migrate, then serve ``create_app`` with its dispatcher, LISTEN relay on PostgreSQL and
-``/metrics``), but takes the exact ``Settings`` the benchmark built, with no TOML round trip.
+``python -m scenarios.load.gateway_proc --settings S.json`` runs ``onejob serve``'s own
+``gateway.cli.serve`` (migrate, then serve ``create_app`` with its dispatcher, LISTEN relay
+on PostgreSQL and ``/metrics``), but with the exact ``Settings`` the benchmark built, with
+no TOML round trip.
 """
 
 from __future__ import annotations
@@ -12,27 +13,9 @@ import asyncio
 import sys
 from pathlib import Path
 
+from gateway.cli import serve
 from gateway.logging import configure_logging
 from gateway.settings import Settings
-
-
-async def serve(settings: Settings) -> None:
-    """Serve the gateway until interrupted."""
-    import uvicorn
-
-    from gateway.app import create_app
-    from gateway.store import upgrade_database
-
-    await upgrade_database(settings.database_url)
-    config = uvicorn.Config(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-    )
-    await uvicorn.Server(config).serve()
 
 
 def main(argv: list[str] | None = None) -> int:
