@@ -10,6 +10,7 @@ PostgreSQL tests skip when the server is unreachable, except under
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
 import shutil
@@ -30,6 +31,8 @@ PG_URL = os.environ.get(
 )
 REQUIRE_PG = os.environ.get("ONEJOB_REQUIRE_POSTGRES") == "1"
 _counter = itertools.count()
+#: Tells apart the template databases of two checkouts testing on one server at once.
+CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
 
 
 def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -67,7 +70,7 @@ async def _pg_admin(*statements: str) -> None:
 @pytest.fixture(scope="session")
 def postgres_template(request: pytest.FixtureRequest) -> str:
     """Create and migrate this worker's template database once; return its name."""
-    name = f"onejob_tpl_{_worker(request)}"
+    name = f"onejob_tpl_{CHECKOUT}_{_worker(request)}"
     try:
         run_sync(lambda: _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)",
                                    f"CREATE DATABASE {name}"))
