@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import functools
 import datetime as dt
 import hashlib
 import logging
@@ -129,7 +130,9 @@ def _derived_status() -> sa.ColumnElement[str]:
 # Hot statements are built once: a statement object that is reused keeps its cache key,
 # so SQLAlchemy neither rebuilds nor recompiles it per call (that was most of its cost).
 _ATTEMPT_ROWS = (
-    sa.select(attempts).where(attempts.c.job_id == sa.bindparam("job_id")).order_by(attempts.c.number)
+    sa.select(attempts)
+    .where(attempts.c.job_id == sa.bindparam("job_id"))
+    .order_by(attempts.c.number)
 )
 _ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
 _INSERT_ATTEMPT = attempts.insert().returning(*attempts.c)
@@ -150,6 +153,30 @@ _FINISH_RUNNING = (
     )
     .returning(*attempts.c)
 )
+
+
+def insert_job_statement(dialect: str) -> Any:
+    """Return R2's insert: the UNIQUE (owner_id, idempotency_key) constraint decides."""
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    return (
+        insert(jobs)
+        .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
+        .returning(*jobs.c)
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def insert_events_statement(rows: int) -> Any:
+    """Return one multi-row INSERT of ``rows`` audit events (parameters ``<column>_<n>``)."""
+    columns = ("job_id", "attempt_id", "kind", "detail", "at")
+    return job_events.insert().values(
+        [
+            {c: sa.bindparam(f"{c}_{n}", type_=job_events.c[c].type) for c in columns}
+            for n in range(rows)
+        ]
+    )
+
+
 _AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
     api_keys.c.key_hash == sa.bindparam("key_hash"), api_keys.c.revoked_at.is_(None)
 )
@@ -180,11 +207,7 @@ class SqlJobStore:
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
         )
         self._insert: Callable[..., Any] = sqlite.insert if self._sqlite else postgresql.insert
-        self._insert_job = (
-            self._insert(jobs)
-            .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
-            .returning(*jobs.c)
-        )
+        self._insert_job = insert_job_statement(engine.dialect.name)
         self._cas_running = self._build_cas_running()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -203,9 +226,7 @@ class SqlJobStore:
             tx.conn = conn
             yield tx
             if not self._sqlite:
-                notes = [
-                    sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs - tx.sent
-                ]
+                notes = [sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs - tx.sent]
                 if tx.attempt_created:
                     notes.append(sa.func.pg_notify(ATTEMPTS_CHANNEL, ""))
                 if notes:  # one round trip for all of them
@@ -256,13 +277,18 @@ class SqlJobStore:
     ) -> None:
         """Append several audit events in one statement: ``(job_id, kind, detail, attempt)``."""
         at = self._now()
-        await conn.execute(
-            _INSERT_EVENTS,
-            [
-                {"job_id": j, "attempt_id": a, "kind": k, "detail": scrub(d), "at": at}
-                for j, k, d, a in rows
-            ],
-        )
+        params: dict[str, Any] = {}
+        for n, (job_id, kind, detail, attempt_id) in enumerate(rows):
+            params.update(
+                {
+                    f"job_id_{n}": job_id,
+                    f"attempt_id_{n}": attempt_id,
+                    f"kind_{n}": kind,
+                    f"detail_{n}": scrub(detail),
+                    f"at_{n}": at,
+                }
+            )
+        await conn.execute(insert_events_statement(len(rows)), params)
 
     async def _lock_job(self, conn: AsyncConnection, job_id: str) -> Any:
         """Take the job's row lock (the per-job mutex) and return the row."""
