@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.dialects.postgresql import asyncpg
 
-from gateway.store.sql import _INSERT_ATTEMPT, insert_events_statement, insert_job_statement
+from gateway.store.statements import INSERT_ATTEMPT, insert_events_statement, insert_job_statement
 
 _INPUT = {
     "ticket_id": "SUP-42",
@@ -91,7 +91,7 @@ def pgbench_script() -> str:
         r"\set n random(1, 9000000000000000)",
         "BEGIN;",
         _render(insert_job_statement("postgresql"), job),
-        _render(_INSERT_ATTEMPT, attempt),
+        _render(INSERT_ATTEMPT, attempt),
         _render(insert_events_statement(len(kinds)), events),
         "COMMIT;",
     ]
