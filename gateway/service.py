@@ -208,6 +208,15 @@ class JobService:
         job = await self.get_job(principal, job_id)
         return await self.store.events(job.id)
 
+    async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""
+        self.require_admin(principal)
+        _check_id(job_id, "job")
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
+
     async def list_jobs(
         self,
         principal: Principal,

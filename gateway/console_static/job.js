@@ -12,7 +12,8 @@ export async function renderJob(view, ctx, jobId) {
   const region = h("div", { id: "job-region" });
   const status = h("p", { class: "muted", role: "status", id: "job-refresh" });
   fill(view, h("p", {}, h("a", { href: "#/jobs" }, "← Recent jobs")), h("h1", {}, "Job ", h("span", { class: "mono" }, jobId)), status, region);
-  const path = `/v1/jobs/${encodeURIComponent(jobId)}`;
+  // An admin reads any owner's job (the job of an unknown attempt); others only their own.
+  const path = `${ctx.isAdmin ? "/v1/admin/jobs" : "/v1/jobs"}/${encodeURIComponent(jobId)}`;
   let lastSeen = "";
 
   async function load() {

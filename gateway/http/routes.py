@@ -161,6 +161,27 @@ async def admin_attempts(
     return Response(content={"attempts": views})
 
 
+@get("/admin/jobs/{job_id:str}")
+async def admin_job(
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+) -> Response[Any]:
+    """Return any owner's job with its attempts (admin)."""
+    note_job(request, job_id)
+    return job_response(await service_of(request).get_any_job(principal, job_id))
+
+
+@get("/admin/jobs/{job_id:str}/events")
+async def admin_job_events(
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+) -> Response[Any]:
+    """Return any owner's job's audit trail, oldest first (admin)."""
+    note_job(request, job_id)
+    service = service_of(request)
+    job = await service.get_any_job(principal, job_id)
+    events = await service.store.events(job.id)
+    return Response(content={"job_id": job.id, "events": [event_view(e) for e in events]})
+
+
 @post("/admin/attempts/{attempt_id:str}/resolve")
 async def admin_resolve(
     request: Request[Any, Any, Any], principal: Caller, attempt_id: FromPath[str]
@@ -231,6 +252,8 @@ def v1_router() -> Router:
             list_contracts,
             list_certifications,
             admin_attempts,
+            admin_job_events,
+            admin_job,
             admin_resolve,
         ],
         dependencies={"principal": Provide(authenticate)},
