@@ -81,8 +81,9 @@ async function route() {
 }
 
 /** Move focus to the new view's heading, so keyboard and screen-reader users land there. */
-function focusHeading(view) {
-  if (document.activeElement && document.activeElement.closest("#nav, .brand, #view")) {
+function focusHeading(view, always = false) {
+  const from = document.activeElement;
+  if (always || (from && from.closest("#nav, .brand, #view"))) {
     const heading = view.querySelector("h1");
     if (heading) {
       heading.setAttribute("tabindex", "-1");
@@ -132,7 +133,7 @@ async function signIn(event) {
   document.getElementById("sign-in").hidden = true;
   if (!location.hash.startsWith("#/")) location.hash = "#/jobs";
   await route();
-  document.querySelector("#view h1")?.focus();
+  focusHeading(document.getElementById("view"), true);
 }
 
 async function boot() {

@@ -42,7 +42,8 @@ export function fill(node, ...children) {
 
 /** A table cell that carries its column name, for the narrow-screen card layout. */
 export function td(label, ...children) {
-  return h("td", { "data-label": label }, ...children);
+  // One wrapper, so the narrow layout's grid has exactly two items: the label and this.
+  return h("td", { "data-label": label }, h("div", { class: "cell" }, ...children));
 }
 
 /** A status or state word as a coloured badge (the word stays readable without colour). */

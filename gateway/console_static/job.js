@@ -27,7 +27,7 @@ export async function renderJob(view, ctx, jobId) {
     const stamp = `${job.version}/${job.status}/${events.length}`;
     if (stamp !== lastSeen) {
       lastSeen = stamp;
-      fill(region, jobBody(job, events));
+      fill(region, jobBody(job, events, region.clientWidth - 2));
     }
     status.textContent = FINAL.has(job.status) ? "" : `Following this job (status ${job.status}); updates every ${REFRESH_MS / 1000} s.`;
     return FINAL.has(job.status);
@@ -41,7 +41,7 @@ export async function renderJob(view, ctx, jobId) {
   return stop;
 }
 
-function jobBody(job, events) {
+function jobBody(job, events, width) {
   const replays = events.filter((e) => e.kind === "replayed");
   const conflicts = events.filter((e) => e.kind === "conflict");
   const numberOf = new Map(job.attempts.map((a) => [a.id, a.number]));
@@ -60,7 +60,7 @@ function jobBody(job, events) {
       h("dt", {}, "Updated"), h("dd", {}, when(job.updated_at)),
     ),
     h("h2", {}, "Timeline"),
-    h("div", { class: "timeline-wrap" }, renderTimeline(job, events)),
+    h("div", { class: "timeline-wrap" }, renderTimeline(job, events, width)),
     h("h2", {}, "Attempts"),
     h(
       "div",

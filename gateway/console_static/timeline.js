@@ -3,12 +3,13 @@
 
 import { s } from "./dom.js";
 
-const WIDTH = 960; // px of the viewBox; CSS scales the drawing
-const LABEL_WIDTH = 210; // px, lane names on the left
+const MAX_WIDTH = 960; // px: the drawing is as wide as its frame, within these bounds
+const MIN_WIDTH = 340; // px: narrower frames scroll sideways rather than shrink the text
+const LABEL_WIDTH = 210; // px, lane names on the left (125 when narrow)
 const LANE_HEIGHT = 28; // px
 const TOP = 30; // px above the first lane, for the time axis
 const LEGEND_HEIGHT = 34; // px below the last lane
-const RIGHT_PAD = 80; // px, so end labels stay inside
+const RIGHT_PAD = 75; // px, so end labels stay inside
 
 export const COLOURS = {
   won: "#2e9d4d",
@@ -68,8 +69,8 @@ export function lanesOf(job, events) {
   return lanes;
 }
 
-function niceStep(span) {
-  const raw = span > 0 ? span / 8 : 1;
+function niceStep(span, ticks) {
+  const raw = span > 0 ? span / ticks : 1;
   const power = 10 ** Math.floor(Math.log10(raw));
   for (const factor of [1, 2, 5, 10]) if (raw <= factor * power) return factor * power;
   return 10 * power;
@@ -97,27 +98,48 @@ function glyph(kind, x, y) {
   }
 }
 
-/** Return the <svg> timeline of a job. */
-export function renderTimeline(job, events) {
+/** Place the legend's entries left to right, wrapping to a new row at the edge. */
+function legendLayout(width) {
+  const placed = [];
+  let x = 12;
+  let row = 0;
+  for (const [kind, text] of LEGEND) {
+    const w = 24 + 6.8 * text.length;
+    if (x + w > width - 8 && x > 12) {
+      x = 12;
+      row += 1;
+    }
+    placed.push({ kind, text, x, row });
+    x += w;
+  }
+  return placed;
+}
+
+/** Return the <svg> timeline of a job, drawn for a frame `frameWidth` pixels wide. */
+export function renderTimeline(job, events, frameWidth = MAX_WIDTH) {
+  const width = Math.round(Math.max(MIN_WIDTH, Math.min(MAX_WIDTH, frameWidth)));
+  const labelWidth = width < 700 ? 125 : LABEL_WIDTH;
   const lanes = lanesOf(job, events);
   const names = [...lanes.keys()];
-  const height = TOP + names.length * LANE_HEIGHT + LEGEND_HEIGHT;
+  const legendAt = legendLayout(width);
+  const legendRows = legendAt.length ? legendAt[legendAt.length - 1].row + 1 : 1;
+  const height = TOP + names.length * LANE_HEIGHT + LEGEND_HEIGHT + (legendRows - 1) * 18;
   const summary = names
     .filter((n) => n !== "job")
     .map((n) => `${n}: ${lanes.get(n).map((m) => m.label).join(", ") || "no events"}`)
     .join("; ");
   const svg = s(
     "svg",
-    { class: "timeline", role: "img", viewBox: `0 0 ${WIDTH} ${height}`, "font-family": "sans-serif", "font-size": 12, "aria-label": `Timeline of ${job.id}. ${summary}` },
+    { class: "timeline", role: "img", width, height, viewBox: `0 0 ${width} ${height}`, "font-family": "sans-serif", "font-size": 12, "aria-label": `Timeline of ${job.id}. ${summary}` },
     s("title", {}, `Timeline of ${job.id}`),
-    s("rect", { width: WIDTH, height, fill: "#fcfcfc" }),
+    s("rect", { width, height, fill: "#fcfcfc" }),
   );
   const all = [...lanes.values()].flat();
   const end = all.length ? Math.max(...all.map((m) => m.at)) : 0;
   const span = Math.max(end, 0.5);
-  const plot = WIDTH - LABEL_WIDTH - RIGHT_PAD;
-  const xOf = (t) => LABEL_WIDTH + 10 + (t / span) * (plot - 10);
-  const step = niceStep(span);
+  const plot = width - labelWidth - RIGHT_PAD;
+  const xOf = (t) => labelWidth + 10 + (t / span) * (plot - 10);
+  const step = niceStep(span, Math.max(3, Math.floor(plot / 90)));
   for (let tick = 0; tick <= end + 1e-9; tick += step) {
     const x = xOf(tick);
     svg.append(
@@ -130,8 +152,8 @@ export function renderTimeline(job, events) {
     const marks = lanes.get(name);
     const kind = name === "job" ? "job" : "attempt";
     const g = s("g", { class: `lane lane-${kind}`, "data-lane": name });
-    if (index % 2 === 0) g.append(s("rect", { x: 0, y: y - LANE_HEIGHT / 2, width: WIDTH, height: LANE_HEIGHT, fill: "#f3f5f8" }));
-    g.append(s("text", { x: 8, y: y + 4, fill: "#222" }, name.slice(0, 34)));
+    if (index % 2 === 0) g.append(s("rect", { x: 0, y: y - LANE_HEIGHT / 2, width, height: LANE_HEIGHT, fill: "#f3f5f8" }));
+    g.append(s("text", { x: 8, y: y + 4, fill: "#222" }, width < 700 && name.length > 18 ? `${name.slice(0, 17)}…` : name.slice(0, 34)));
     if (kind === "attempt" && marks.length) {
       const outcome = [...marks].reverse().find((m) => m.kind in COLOURS);
       const colour = outcome ? COLOURS[outcome.kind] : RUNNING;
@@ -146,11 +168,10 @@ export function renderTimeline(job, events) {
     svg.append(g);
   });
   const legend = s("g", { class: "legend" });
-  let x = 12;
-  const ly = height - LEGEND_HEIGHT / 2;
-  for (const [kind, text] of LEGEND) {
-    legend.append(glyph(kind, x + 6, ly), s("text", { x: x + 16, y: ly + 4, fill: "#333" }, text));
-    x += 24 + 6.8 * text.length;
+  const ly = TOP + names.length * LANE_HEIGHT + LEGEND_HEIGHT / 2;
+  for (const { kind, text, x, row } of legendAt) {
+    const y = ly + row * 18;
+    legend.append(glyph(kind, x + 6, y), s("text", { x: x + 16, y: y + 4, fill: "#333" }, text));
   }
   svg.append(legend);
   return svg;

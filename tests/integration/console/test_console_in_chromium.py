@@ -283,6 +283,11 @@ async def test_every_view_fits_a_390_pixel_wide_screen(
         await expect(page.locator(ready).first).to_be_visible()
         assert await fits_width(page), f"{name} is wider than 390 px"
         await shoot(page, name)
+    # The timeline is drawn for the screen's width: its text stays at its real size.
+    await page.goto(f"{stack.url}#/jobs/{done}")
+    label = page.locator("svg.timeline g.lane-attempt text").first
+    box = await label.bounding_box()
+    assert box is not None and box["height"] >= 11, box
     await page.goto(f"{stack.url}#/unknown")
     await page.get_by_role("button", name=f"Resolve attempt 1 of {stuck}").click()
     await expect(page.get_by_role("dialog")).to_be_visible()
