@@ -1,4 +1,4 @@
-// Build DOM nodes without innerHTML: every value from the API becomes a text node.
+// Build DOM nodes from text only: every value from the API becomes a text node, never markup.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 

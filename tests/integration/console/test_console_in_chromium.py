@@ -84,7 +84,10 @@ async def test_an_admin_signs_in_and_watches_a_job_succeed_on_its_timeline(
     again = await stack.api(admin=True).gw.client.post(
         "/v1/jobs",
         json={"contract": "ticket-triage@1", "input": case_input(0)},
-        headers={**stack.api(admin=True).admin, "Idempotency-Key": created.json()["idempotency_key"]},
+        headers={
+            **stack.api(admin=True).admin,
+            "Idempotency-Key": created.json()["idempotency_key"],
+        },
     )
     assert again.status_code == 200
     await page.reload()
@@ -181,9 +184,11 @@ async def test_a_succeeded_resolution_is_checked_by_the_server_and_the_list_foll
     # Someone else resolves the first one through the API: the list follows by itself.
     [elsewhere] = [
         a
-        for a in (await stack.api(admin=True).gw.client.get(
-            "/v1/admin/attempts?state=unknown", headers=owner.admin
-        )).json()["attempts"]
+        for a in (
+            await stack.api(admin=True).gw.client.get(
+                "/v1/admin/attempts?state=unknown", headers=owner.admin
+            )
+        ).json()["attempts"]
         if a["job_id"] == first
     ]
     r = await owner.gw.client.post(
@@ -231,7 +236,9 @@ async def test_a_key_without_the_admin_scope_sees_no_admin_view(
     await expect(page.locator("#who")).to_contain_text("alice")
     await page.goto(f"{stack.url}#/unknown")
     await expect(page.get_by_role("heading", name="Unknown attempts")).to_be_visible()
-    await expect(page.get_by_role("status")).to_contain_text("needs an API key with the admin scope")
+    await expect(page.get_by_role("status")).to_contain_text(
+        "needs an API key with the admin scope"
+    )
     await expect(page.locator("#unknown-table")).to_have_count(0)
     await shoot(page, "non-admin-1280")
     # Its own job page works, on the owner's routes.
@@ -255,7 +262,9 @@ async def test_the_failover_matrix_shows_verdicts_dates_and_the_certificate_behi
     await expect(section).to_contain_text("Contract fingerprint")
     await shoot(page, "matrix-1280")
     await row.get_by_role("link", name="sim-anthropic report").click()
-    await expect(page.get_by_role("heading", name="Certificate: sim-anthropic on ticket-triage@1")).to_be_visible()
+    await expect(
+        page.get_by_role("heading", name="Certificate: sim-anthropic on ticket-triage@1")
+    ).to_be_visible()
     await expect(page.locator("dl.facts")).to_contain_text("current")
     await expect(page.locator("dl.facts")).to_contain_text("sim-claude")
     assert watched.errors == [], watched.errors
