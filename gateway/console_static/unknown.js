@@ -126,7 +126,7 @@ function table(attempts, onResolve) {
 /** Ask for an outcome and a note, then for a confirmation, then resolve. */
 function resolveDialog(attempt, opener, onDone) {
   const radios = OUTCOMES.map(([value, text, help]) =>
-    h("div", {}, h("label", {}, h("input", { type: "radio", name: "outcome", value, required: true }), h("strong", {}, text), h("span", { class: "muted" }, ` — ${help}`))),
+    h("div", {}, h("label", { class: "choice" }, h("input", { type: "radio", name: "outcome", value, required: true }), h("span", {}, h("strong", {}, text), h("span", { class: "muted" }, ` — ${help}`)))),
   );
   const resultBox = h("textarea", { id: "resolve-result", spellcheck: "false", "aria-describedby": "resolve-result-hint" });
   const resultField = h(

@@ -270,6 +270,38 @@ async def test_the_failover_matrix_shows_verdicts_dates_and_the_certificate_behi
     assert watched.errors == [], watched.errors
 
 
+async def test_recent_jobs_page_by_cursor_and_filter_by_status(stack: Any, open_page: Any) -> None:
+    owner = stack.api()
+    for provider in ("sim-openai", "sim-anthropic"):  # the certified fallback fails too
+        await stack.sim.script(provider, {"kind": "status", "code": 400})
+    failed = (await owner.create(case_input(0), wait=10)).json()
+    assert failed["status"] == "failed"
+    for n in range(21):
+        assert (await owner.create(case_input(n + 1))).status_code == 201
+
+    page, watched = await open_page()
+    await sign_in(page, stack.url, stack.key)
+    rows = page.locator("#jobs-table tbody tr")
+    await expect(rows).to_have_count(20)
+    newer, older = page.locator("#newer-page"), page.locator("#older-page")
+    await expect(newer).to_be_disabled()
+    await older.click()
+    await expect(rows).to_have_count(2)
+    await expect(page.locator(f"#jobs-table tr[data-job='{failed['id']}']")).to_be_visible()
+    await expect(older).to_be_disabled()
+    await expect(page.get_by_text("Page 2")).to_be_visible()
+    await newer.click()
+    await expect(rows).to_have_count(20)
+
+    await page.get_by_label("Status").select_option("failed")
+    await expect(rows).to_have_count(1)
+    await expect(rows).to_have_attribute("data-job", failed["id"])
+    await expect(page.get_by_text("Page 1")).to_be_visible()
+    await page.get_by_label("Status").select_option("cancelled")
+    await expect(page.get_by_text("No jobs here.")).to_be_visible()
+    assert watched.errors == [], watched.errors
+
+
 async def test_every_view_fits_a_390_pixel_wide_screen(
     stack: Any, open_page: Any, shoot: Any
 ) -> None:
