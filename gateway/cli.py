@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from gateway.logging import configure_logging
@@ -138,8 +138,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args, host=args.host, port=args.port)
     configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(settings))
+        run_event_loop(serve(settings))
     return 0
+
+
+def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop where it is installed (the server's hot loop), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
 
 
 async def serve(settings: Settings) -> None:

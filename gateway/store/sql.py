@@ -126,6 +126,35 @@ def _derived_status() -> sa.ColumnElement[str]:
     )
 
 
+# Hot statements are built once: a statement object that is reused keeps its cache key,
+# so SQLAlchemy neither rebuilds nor recompiles it per call (that was most of its cost).
+_ATTEMPT_ROWS = (
+    sa.select(attempts).where(attempts.c.job_id == sa.bindparam("job_id")).order_by(attempts.c.number)
+)
+_ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
+_INSERT_ATTEMPT = attempts.insert().returning(*attempts.c)
+_INSERT_EVENTS = job_events.insert()
+_RUNNING = sa.select(attempts.c.job_id, attempts.c.read_version).where(
+    attempts.c.id == sa.bindparam("attempt_id"), attempts.c.state == AttemptState.RUNNING.value
+)
+_FINISH_RUNNING = (
+    attempts.update()
+    .where(
+        attempts.c.id == sa.bindparam("attempt_id"),
+        attempts.c.state == AttemptState.RUNNING.value,
+    )
+    .values(
+        state=sa.bindparam("target"),
+        finished_at=sa.bindparam("finished_at"),
+        provider_request_id=sa.bindparam("provider_request_id"),
+    )
+    .returning(*attempts.c)
+)
+_AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
+    api_keys.c.key_hash == sa.bindparam("key_hash"), api_keys.c.revoked_at.is_(None)
+)
+
+
 def hash_key(secret: str) -> str:
     """Return the sha256 hex under which an API key is stored."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -151,6 +180,12 @@ class SqlJobStore:
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
         )
         self._insert: Callable[..., Any] = sqlite.insert if self._sqlite else postgresql.insert
+        self._insert_job = (
+            self._insert(jobs)
+            .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
+            .returning(*jobs.c)
+        )
+        self._cas_running = self._build_cas_running()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -168,7 +203,9 @@ class SqlJobStore:
             tx.conn = conn
             yield tx
             if not self._sqlite:
-                notes = [sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs]
+                notes = [
+                    sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs - tx.sent
+                ]
                 if tx.attempt_created:
                     notes.append(sa.func.pg_notify(ATTEMPTS_CHANNEL, ""))
                 if notes:  # one round trip for all of them
@@ -185,6 +222,16 @@ class SqlJobStore:
             async with conn.begin():
                 yield conn
 
+    @asynccontextmanager
+    async def _read_once(self) -> AsyncIterator[AsyncConnection]:
+        """Run one single-statement read outside a transaction (no BEGIN, no COMMIT)."""
+        # SQLite: our BEGIN listener skips the transaction (the driver is in autocommit
+        # already); setting isolation_level there would leave the pooled connection reset
+        # to the driver's implicit-BEGIN mode.
+        options = {"onejob_autocommit": True} if self._sqlite else {"isolation_level": "AUTOCOMMIT"}
+        async with self.engine.connect() as conn:
+            yield await conn.execution_options(**options)
+
     async def _event(
         self,
         conn: AsyncConnection,
@@ -194,13 +241,14 @@ class SqlJobStore:
         attempt_id: str | None = None,
     ) -> None:
         await conn.execute(
-            job_events.insert().values(
-                job_id=job_id,
-                attempt_id=attempt_id,
-                kind=kind,
-                detail=scrub(detail or {}),
-                at=self._now(),
-            )
+            _INSERT_EVENTS,
+            {
+                "job_id": job_id,
+                "attempt_id": attempt_id,
+                "kind": kind,
+                "detail": scrub(detail or {}),
+                "at": self._now(),
+            },
         )
 
     async def _events(
@@ -209,7 +257,7 @@ class SqlJobStore:
         """Append several audit events in one statement: ``(job_id, kind, detail, attempt)``."""
         at = self._now()
         await conn.execute(
-            job_events.insert(),
+            _INSERT_EVENTS,
             [
                 {"job_id": j, "attempt_id": a, "kind": k, "detail": scrub(d), "at": at}
                 for j, k, d, a in rows
@@ -247,16 +295,10 @@ class SqlJobStore:
         return _job(row, await self._attempt_rows(conn, job_id))
 
     async def _attempt_rows(self, conn: AsyncConnection, job_id: str) -> Sequence[Any]:
-        return (
-            await conn.execute(
-                sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.number)
-            )
-        ).all()
+        return (await conn.execute(_ATTEMPT_ROWS, {"job_id": job_id})).all()
 
     async def _attempt_row(self, conn: AsyncConnection, attempt_id: str) -> Any:
-        return (
-            await conn.execute(sa.select(attempts).where(attempts.c.id == attempt_id))
-        ).one_or_none()
+        return (await conn.execute(_ATTEMPT_ROW, {"attempt_id": attempt_id})).one_or_none()
 
     async def _insert_attempt(
         self,
@@ -311,23 +353,21 @@ class SqlJobStore:
             conn = tx.conn
             inserted = (
                 await conn.execute(
-                    self._insert(jobs)
-                    .values(
-                        id=job_id,
-                        owner_id=new.owner_id,
-                        idempotency_key=new.idempotency_key,
-                        fingerprint=new.fingerprint,
-                        contract=new.contract,
-                        provider=new.provider,
-                        requested_provider=new.requested_provider,
-                        input=new.input,
-                        status=(JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
-                        version=1,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                    .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
-                    .returning(*jobs.c)
+                    self._insert_job,
+                    {
+                        "id": job_id,
+                        "owner_id": new.owner_id,
+                        "idempotency_key": new.idempotency_key,
+                        "fingerprint": new.fingerprint,
+                        "contract": new.contract,
+                        "provider": new.provider,
+                        "requested_provider": new.requested_provider,
+                        "input": new.input,
+                        "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
                 )
             ).one_or_none()
             if inserted is not None:
@@ -391,7 +431,7 @@ class SqlJobStore:
         else:
             # Only an unclaimed attempt needs a runner woken, here or in another process.
             tx.attempt_created = True
-        row = (await conn.execute(attempts.insert().values(**values).returning(*attempts.c))).one()
+        row = (await conn.execute(_INSERT_ATTEMPT, values)).one()
         await self._events(conn, events)
         return _attempt(row)
 
@@ -843,39 +883,80 @@ class SqlJobStore:
     ) -> FinalizeResult:
         async with self._tx() as tx:
             conn = tx.conn
-            current = await self._attempt_row(conn, attempt_id)
-            if current is None or current.state != A.RUNNING.value:
-                return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
-            job_id = current.job_id
-            tx.jobs.add(job_id)
-            job_row = await self._cas(conn, job_id, current.read_version, attempt_id, result)
+            params = {"attempt_id": attempt_id, "result": result, "now": self._now()}
+            job_row = (await conn.execute(self._cas_running, params)).one_or_none()
             if job_row is None:
-                return await self._lose(conn, job_id, attempt_id, [A.RUNNING])
-            row = await self._move(
-                conn,
-                attempt_id,
-                [A.RUNNING],
-                A.SUCCEEDED,
-                {"finished_at": self._now(), "provider_request_id": provider_request_id},
-            )
+                current = await self._attempt_row(conn, attempt_id)
+                if current is None or current.state != A.RUNNING.value:
+                    return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+                tx.jobs.add(current.job_id)
+                return await self._lose(conn, current.job_id, attempt_id, [A.RUNNING])
+            job_id = job_row.id
+            tx.notified(job_id, sent=not self._sqlite)
+            finish = {
+                "attempt_id": attempt_id,
+                "target": A.SUCCEEDED.value,
+                "finished_at": self._now(),
+                "provider_request_id": scrub(provider_request_id),
+            }
+            row = (await conn.execute(_FINISH_RUNNING, finish)).one_or_none()
             if row is None:
-                # Reaped to `unknown` between our read and the CAS: undo the whole decision.
+                # Reaped to `unknown` between the CAS's read and its lock: undo it all.
                 raise _Stale
-            await self._cancel_unsent(conn, job_id, "decided")
             await self._event(
                 conn,
                 job_id,
                 "attempt_succeeded",
-                {"version": current.read_version + 1, "provider": current.provider},
+                {"version": job_row.version, "provider": row.provider},
                 attempt_id,
             )
+            siblings = await self._attempt_rows(conn, job_id)
+            if any(a.state == A.STARTING.value for a in siblings):
+                await self._cancel_unsent(conn, job_id, "decided")
+                siblings = await self._attempt_rows(conn, job_id)
             return FinalizeResult(
                 FinalizeOutcome.WON,
                 attempt_id,
                 winner=attempt_id,
                 job_status=JobStatus.SUCCEEDED,
-                job=_job(job_row, await self._attempt_rows(conn, job_id)),
+                job=_job(job_row, siblings),
             )
+
+    def _build_cas_running(self) -> Any:
+        """Build the CAS of R5 for a running attempt, in one statement.
+
+        ``UPDATE jobs ... WHERE id = :job AND version = :read_version AND completed_by IS
+        NULL``, where job and read_version are the attempt's own (subqueries on the
+        attempt, which must still be ``running``): no read before it, and the job's row
+        lock is the first lock taken, as in every transition.
+        """
+        return (
+            jobs.update()
+            .where(
+                jobs.c.id == _RUNNING.with_only_columns(attempts.c.job_id).scalar_subquery(),
+                jobs.c.version
+                == _RUNNING.with_only_columns(attempts.c.read_version).scalar_subquery(),
+                jobs.c.completed_by.is_(None),
+            )
+            .values(
+                status=JobStatus.SUCCEEDED.value,
+                result=sa.bindparam("result", type_=jobs.c.result.type),
+                error=sa.null(),
+                completed_by=sa.bindparam("attempt_id"),
+                version=jobs.c.version + 1,
+                updated_at=sa.bindparam("now"),
+            )
+            .returning(*jobs.c, *self._notify_job_columns())
+        )
+
+    def _notify_job_columns(self) -> tuple[sa.ColumnElement[Any], ...]:
+        """On PostgreSQL, ``pg_notify`` the job's change from the statement's RETURNING.
+
+        It is delivered at commit like any NOTIFY, and saves a round trip.
+        """
+        if self._sqlite:
+            return ()
+        return (sa.func.pg_notify(JOBS_CHANNEL, jobs.c.id).label("_notified"),)
 
     async def _cancel_unsent(self, conn: AsyncConnection, job_id: str, why: str) -> list[str]:
         """Cancel a decided job's attempts that were never sent (e.g. a queued hedge)."""
@@ -1055,15 +1136,8 @@ class SqlJobStore:
 
     async def authenticate(self, secret: str) -> Principal | None:
         """Return the principal of an unrevoked key, or None."""
-        async with self._read() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
-                        api_keys.c.key_hash == hash_key(secret),
-                        api_keys.c.revoked_at.is_(None),
-                    )
-                )
-            ).one_or_none()
+        async with self._read_once() as conn:
+            row = (await conn.execute(_AUTHENTICATE, {"key_hash": hash_key(secret)})).one_or_none()
         if row is None:
             return None
         return Principal(key_id=row.id, owner_id=row.owner_id, scopes=frozenset(row.scopes.split()))
@@ -1099,7 +1173,14 @@ class _Tx:
 
     def __init__(self) -> None:
         self.jobs: set[str] = set()
+        self.sent: set[str] = set()  #: jobs whose pg_notify a statement already sent
         self.attempt_created = False
+
+    def notified(self, job_id: str, *, sent: bool) -> None:
+        """Publish ``job_id`` after commit; ``sent``: a statement already did pg_notify."""
+        self.jobs.add(job_id)
+        if sent:
+            self.sent.add(job_id)
 
 
 def encode_cursor(job_id: str) -> str:

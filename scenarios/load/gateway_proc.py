@@ -9,11 +9,10 @@ no TOML round trip.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
-from gateway.cli import serve
+from gateway.cli import run_event_loop, serve
 from gateway.logging import configure_logging
 from gateway.settings import Settings
 
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings.model_validate_json(Path(args.settings).read_text(encoding="utf-8"))
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings))
+    run_event_loop(serve(settings))
     return 0
 
 
