@@ -49,6 +49,20 @@ MAX_WAIT = 60.0  # seconds, the longest ``Prefer: wait`` honoured
 WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other processes, SQLite)
 MAX_PAGE = 100  # jobs per page
 RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
+#: What ``GET /v1/certifications`` shows of each certificate behind a verdict.
+CERTIFICATE_FIELDS = (
+    "verdict",
+    "mode",
+    "model",
+    "adapter_version",
+    "contract_fingerprint",
+    "certified_at",
+    "expires_at",
+    "repeats",
+    "cases",
+    "pass_rates",
+    "failures",
+)
 _CREATE_FIELDS = frozenset({"contract", "input", "provider"})
 #: What our ids look like (``job_01J...``); anything else is not found without a query.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -224,6 +238,15 @@ class JobService:
         job = await self.get_job(principal, job_id)
         return await self.store.events(job.id)
 
+    async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""
+        self.require_admin(principal)
+        _check_id(job_id, "job")
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
+
     async def list_jobs(
         self,
         principal: Principal,
@@ -388,6 +411,7 @@ class JobService:
             primary = self.settings.providers.get(route.primary)
             for fallback_name in route.fallbacks:
                 fallback = self.settings.providers.get(fallback_name)
+                detail = ""
                 if primary is None or fallback is None:
                     allowed, reason = False, "provider not configured"
                 else:
@@ -395,6 +419,7 @@ class JobService:
                         self.catalog[name], primary, fallback
                     )
                     allowed, reason = verdict.allowed, str(verdict.reason)
+                    detail = str(getattr(verdict, "detail", ""))
                 rows.append(
                     {
                         "contract": name,
@@ -402,9 +427,21 @@ class JobService:
                         "fallback": fallback_name,
                         "allowed": allowed,
                         "reason": reason,
+                        "detail": detail,
+                        "fingerprint": getattr(self.catalog[name], "fingerprint", None),
+                        "primary_certificate": self._certificate(name, route.primary),
+                        "fallback_certificate": self._certificate(name, fallback_name),
                     }
                 )
         return rows
+
+    def _certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+        """Summarize the newest certificate behind a verdict (when the policy keeps them)."""
+        lookup = getattr(self.certifications, "latest_certificate", None)
+        entry = lookup(contract, provider) if lookup is not None else None
+        if entry is None:
+            return None
+        return {field: entry.get(field) for field in CERTIFICATE_FIELDS}
 
     async def render_metrics(self) -> tuple[bytes, str]:
         """Refresh the database-derived gauges and return the Prometheus exposition."""
