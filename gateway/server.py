@@ -127,10 +127,8 @@ def _simulator_process(settings: Settings) -> Iterator[None]:
         yield
         return
     sim = settings.simulator
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
-        + ["--port", str(sim.port), "--log-level", "warning"]
-    )
+    command = [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
+    proc = subprocess.Popen([*command, "--port", str(sim.port), "--log-level", "warning"])
     try:
         _wait_for_port(sim.host, sim.port, proc)
         log.info("bundled simulator listening", extra={"url": f"http://{sim.host}:{sim.port}"})
