@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import ProviderRequest
-from providers.openai import OpenAIAdapter
+from providers.openai import OpenAIAdapter, placement_errors
+from providers.plugin import Capabilities, ProtocolPlugin
 
-ADAPTER_VERSION = "openai-compatible/1"
+ADAPTER_VERSION = "openai-compatible/2"
 
 
 class OpenAICompatibleAdapter(OpenAIAdapter):
@@ -26,3 +27,18 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
         if self.config.response_format == "json_object":
             return {"type": "json_object"}
         return super().response_format(request)
+
+
+def capabilities(model: str) -> Capabilities:
+    """Return what a local model accepts (servers take ``temperature``)."""
+    return Capabilities(temperature=True)
+
+
+#: Served in the simulator by the OpenAI wire (same path and shapes).
+PLUGIN = ProtocolPlugin(
+    name="openai-compatible",
+    adapter=OpenAICompatibleAdapter,
+    adapter_version=ADAPTER_VERSION,
+    capabilities=capabilities,
+    placement_errors=placement_errors,
+)
