@@ -2,12 +2,11 @@
 
 ``responseSchema`` is a ``Schema`` message (https://ai.google.dev/api/caching#Schema): one
 ``type`` (``STRING``, ``NUMBER``, ``INTEGER``, ``BOOLEAN``, ``ARRAY``, ``OBJECT``), ``nullable``
-instead of a ``null`` type, ``enum`` only on strings, and no ``additionalProperties``, ``$ref``,
-``const`` or ``exclusiveMinimum``. ``to_gemini_schema`` translates (``$ref`` inlined,
+instead of a ``null`` type, ``enum`` only on strings, ``additionalProperties`` only ``false``,
+no ``const`` or ``exclusiveMinimum``. ``to_gemini_schema`` translates (``$ref`` inlined,
 ``["T", "null"]`` → ``nullable``, ``const`` → ``enum``, annotations dropped) and refuses what
-it cannot say without loosening the schema. It drops ``additionalProperties: false``:
-Gemini's structured output only ever writes the declared properties, and the contract's own
-schema check still catches an extra key.
+it cannot say without loosening the schema. ``additionalProperties`` is kept when false (the API takes ``false`` and refuses anything
+else, as the google-genai SDK's own check says).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ SCHEMA_FIELDS = frozenset(
         "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
         "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
         "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum",
-        "maximum",
+        "maximum", "additionalProperties",
     }
 )  # fmt: skip
 
@@ -37,7 +36,7 @@ TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", 
 #: Keywords that only annotate, dropped by the translation.
 _DROPPED = frozenset(
     {"$schema", "$id", "$comment", "examples", "default", "readOnly", "writeOnly",
-     "deprecated", "$defs", "definitions", "additionalProperties"}
+     "deprecated", "$defs", "definitions"}
 )  # fmt: skip
 _KEPT = frozenset(
     {"description", "title", "minItems", "maxItems", "minLength", "maxLength", "pattern",
@@ -66,9 +65,8 @@ def _convert(node: Any, defs: dict[str, Any], path: tuple[str, ...], depth: int)
             raise SchemaNotSupported(path, f"$ref {node['$ref']!r} does not resolve")
         merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
         return _convert(merged, defs, path, depth + 1)
-    extra = node.get("additionalProperties", False)
-    if extra not in (False, True) and not node.get("properties"):
-        raise SchemaNotSupported(path, "a map (additionalProperties schema) has no equivalent")
+    if node.get("additionalProperties", False) not in (False, True):
+        raise SchemaNotSupported(path, "Gemini takes no additionalProperties schema (a map)")
     out: dict[str, Any] = {}
     types = node.get("type")
     names = [types] if isinstance(types, str) else list(types) if isinstance(types, list) else []
@@ -92,6 +90,10 @@ def _convert(node: Any, defs: dict[str, Any], path: tuple[str, ...], depth: int)
     for key, value in node.items():
         if key in ("type", "enum", "const", "$ref") or key in _DROPPED:
             continue
+        if key == "additionalProperties":
+            if value is False:  # kept: the answer may hold no undeclared key
+                out[key] = False
+            continue  # ``true`` is the default
         if key in _KEPT:
             out[key] = value
         elif key == "format":
@@ -140,6 +142,11 @@ def response_schema_problem(
     kind = schema.get("type")
     if kind is not None and (not isinstance(kind, str) or kind.upper() not in TYPES):
         return f"Invalid value at '{where}.type' ({_PROTO}.Type), {kind!r}"
+    if schema.get("additionalProperties"):
+        return (
+            "additionalProperties is only supported in Gemini Enterprise Agent Platform mode, "
+            "not in Gemini Developer API mode."
+        )
     upper = kind.upper() if isinstance(kind, str) else None
     field = "* GenerateContentRequest." + where
     if "enum" in schema and upper != "STRING":
