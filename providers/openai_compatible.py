@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import ProviderRequest
-from providers.openai import OpenAIAdapter, placement_errors
+from providers.openai import OpenAIAdapter, check_request, placement_errors
 from providers.plugin import Capabilities, ProtocolPlugin
 
 ADAPTER_VERSION = "openai-compatible/2"
@@ -21,6 +21,10 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
 
     adapter_version = ADAPTER_VERSION
     max_tokens_field = "max_tokens"
+
+    def check(self, body: dict[str, Any]) -> None:
+        """Check the Chat Completions rules, without those only OpenAI's models have."""
+        check_request(body, model_rules=False)
 
     def response_format(self, request: ProviderRequest) -> dict[str, Any]:
         """Return ``json_schema`` or ``json_object`` as configured."""

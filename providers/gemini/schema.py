@@ -5,8 +5,8 @@
 instead of a ``null`` type, ``enum`` only on strings, ``additionalProperties`` only ``false``,
 no ``const`` or ``exclusiveMinimum``. ``to_gemini_schema`` translates (``$ref`` inlined,
 ``["T", "null"]`` → ``nullable``, ``const`` → ``enum``, annotations dropped) and refuses what
-it cannot say without loosening the schema. ``additionalProperties`` is kept when false (the API takes ``false`` and refuses anything
-else, as the google-genai SDK's own check says).
+it cannot say without loosening the schema. ``additionalProperties`` is kept when false
+(the API takes ``false`` and refuses anything else, as the google-genai SDK's own check says).
 """
 
 from __future__ import annotations

@@ -70,8 +70,12 @@ def _range(body: dict[str, Any], field: str, low: float, high: float) -> None:
         )
 
 
-def check_request(body: dict[str, Any]) -> None:
-    """Raise ``RequestRefused`` for a body ``POST /v1/chat/completions`` refuses."""
+def check_request(body: dict[str, Any], *, model_rules: bool = True) -> None:
+    """Raise ``RequestRefused`` for a body ``POST /v1/chat/completions`` refuses.
+
+    ``model_rules=False`` skips what only OpenAI's own models refuse (reasoning models and
+    sampling parameters), for OpenAI-compatible servers whose model names mean nothing here.
+    """
     for field in body:
         if field not in KNOWN_FIELDS:
             raise _refuse(f"Unrecognized request argument supplied: {field}")
@@ -83,7 +87,7 @@ def check_request(body: dict[str, Any]) -> None:
             "Missing required parameter: 'messages'.", "messages", "missing_required_parameter"
         )
     _check_messages(body["messages"])
-    reasoning = REASONING_MODEL.match(model) is not None
+    reasoning = model_rules and REASONING_MODEL.match(model) is not None
     _range(body, "temperature", 0, 2)
     if reasoning and body.get("temperature") not in (None, 1):
         raise _refuse(

@@ -436,7 +436,7 @@ async def test_gemini_sdk_raises_its_own_class_with_code_status_and_message(
 async def test_openai_sdk_without_v1_in_base_url_gets_openais_invalid_url_404(
     fresh: RunningSimulator,
 ) -> None:
-    system, user = _triage()
+    _, user = _triage()
     client = openai.AsyncOpenAI(
         api_key=KEY, base_url=f"{fresh.base_url}/p/sdk-openai", max_retries=0
     )
