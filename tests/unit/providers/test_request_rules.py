@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from contracts.catalog import load_catalog
-from providers.base import ProviderRequest
+from providers.base import ProviderRequest, Rejected
 from providers.config import ProviderConfig
 from providers.factory import build_provider
 from providers.plugin import RequestRefused, plugin_for
@@ -251,3 +251,56 @@ def test_config_overrides_the_temperature_capability_either_way() -> None:
     assert taking.capabilities().temperature is True
     assert config("anthropic", "claude-opus-4-7").capabilities().temperature is False
     assert config("gemini").capabilities().temperature is True
+
+
+@pytest.mark.parametrize(
+    ("protocol", "base_url", "hint"),
+    [
+        ("openai", "http://sim/p/x", "does base_url end in /v1?"),
+        ("anthropic", "http://sim/p/x/v1", "base_url must not end in /v1"),
+        ("gemini", "http://sim/p/x/v1beta", "base_url must not include the API version"),
+    ],
+)
+async def test_a_404_from_a_wrong_base_url_carries_a_hint(
+    protocol: str, base_url: str, hint: str
+) -> None:
+    transport = httpx.ASGITransport(app=create_sim_app(catalog=CATALOG))
+    wrong = config(protocol).model_copy(update={"base_url": base_url})
+    async with httpx.AsyncClient(transport=transport) as client:
+        adapter = build_provider(wrong, client)
+        request = TRIAGE.provider_request(
+            TRIAGE.cases[0].input, model=MODELS[protocol], timeout=5.0, idempotency_key=None
+        )
+        with pytest.raises(Rejected) as caught:
+            await adapter.call(request)
+    assert caught.value.status_code == 404
+    assert caught.value.hint is not None and hint in caught.value.hint
+    assert hint in str(caught.value)
+
+
+async def test_a_call_to_a_model_that_refuses_temperature_succeeds_and_reports_the_omission() -> (
+    None
+):
+    transport = httpx.ASGITransport(app=create_sim_app(catalog=CATALOG))
+    async with httpx.AsyncClient(transport=transport) as client:
+        adapter = build_provider(config("anthropic", "claude-opus-4-7"), client)
+        request = TRIAGE.provider_request(
+            TRIAGE.cases[0].input, model="claude-opus-4-7", timeout=5.0, idempotency_key=None
+        )
+        result = await adapter.call(request)
+    assert result.output == TRIAGE.simulate(TRIAGE.cases[0].input)
+    assert result.omitted_parameters == ("temperature",)
+
+
+async def test_an_untranslatable_schema_is_rejected_before_anything_is_sent() -> None:
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda r: (sent.append(r), httpx.Response(500))[1])
+    async with httpx.AsyncClient(transport=transport) as client:
+        adapter = build_provider(config("openai"), client)
+        request = ProviderRequest(
+            system="s", user="u", schema_name="m", model="gpt-4o",
+            output_schema={"type": "object", "additionalProperties": {"type": "string"}},
+        )  # fmt: skip
+        with pytest.raises(Rejected) as caught:
+            await adapter.call(request)
+    assert caught.value.reason == "schema_unsupported" and sent == []
