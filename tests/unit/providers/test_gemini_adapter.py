@@ -51,6 +51,7 @@ async def test_gemini_request_uses_system_instruction_and_response_schema(
         },
         "propertyOrdering": ["category", "priority"],
         "required": ["category", "priority"],
+        "additionalProperties": False,
     }
     assert sent.headers["x-goog-api-key"] == wire.secret
     assert wire.secret not in str(sent.url)
@@ -138,7 +139,7 @@ async def test_gemini_prose_is_bad_output(
     assert caught.value.reason == "not_json"
 
 
-def test_gemini_schema_translation_drops_unsupported_keywords_and_resolves_refs() -> None:
+def test_gemini_schema_translation_drops_annotations_keeps_closed_objects_and_resolves_refs() -> None:
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -169,6 +170,7 @@ def test_gemini_schema_translation_drops_unsupported_keywords_and_resolves_refs(
         },
         "propertyOrdering": ["lines", "note", "kind", "total"],
         "required": ["lines"],
+        "additionalProperties": False,
     }
 
 
