@@ -139,7 +139,9 @@ async def test_gemini_prose_is_bad_output(
     assert caught.value.reason == "not_json"
 
 
-def test_gemini_schema_translation_drops_annotations_keeps_closed_objects_and_resolves_refs() -> None:
+def test_gemini_schema_translation_drops_annotations_keeps_closed_objects_and_resolves_refs() -> (
+    None
+):
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
