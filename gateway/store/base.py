@@ -66,7 +66,7 @@ class StoreBase:
         self.engine = engine
         self.hub = hub or ChangeHub()
         self.clock = clock or SystemClock()
-        self.ids = ids or UlidFactory()
+        self.ids = ids or UlidFactory(self.clock)
         self._sqlite = engine.dialect.name == "sqlite"
         self._write_lock: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()

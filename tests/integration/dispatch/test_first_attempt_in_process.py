@@ -202,9 +202,7 @@ async def test_fifty_clicks_over_two_gateway_processes_make_one_job_and_one_prov
         )
         write_config(tmp_path / f"onejob-{n}.toml", settings)
     await sim_control.script("sim-openai", {"kind": "delay", "seconds": 0.5})
-    (_, base_a), (_, base_b) = [
-        await procs.serve(tmp_path / f"onejob-{n}.toml") for n in range(2)
-    ]
+    (_, base_a), (_, base_b) = [await procs.serve(tmp_path / f"onejob-{n}.toml") for n in range(2)]
     limits = httpx.Limits(max_connections=60)
     async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
 
