@@ -2,7 +2,8 @@
 
 Its parts, one module each: ``rows`` (row mapping), ``statements`` (the reused hot
 statements), ``base`` (transaction plumbing), ``creation`` (creation and reads),
-``transitions``, ``decisions`` (the compare-and-swap), ``keys`` (API keys), ``retention`` (pruning old jobs)."""
+``transitions``, ``decisions`` (the compare-and-swap), ``keys`` (API keys), and
+``retention`` (pruning old jobs)."""
 
 from __future__ import annotations
 
