@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -250,3 +250,35 @@ def check_agreement(contract: Contract, primary_output: Any, fallback_output: An
         shown = ", ".join(f"{f}: {a.get(f)!r} vs {b.get(f)!r}" for f in diff)
         return Check(Layer.AGREEMENT, False, f"disagree on {shown}", excerpt(fallback_output))
     return Check(Layer.AGREEMENT, True)
+
+
+def check_replays(provider_ids: Sequence[str | None], earlier: Mapping[str, str]) -> Check | None:
+    """Fail stability when repeats share a provider id or reuse one of an earlier run.
+
+    ``earlier`` maps the provider ids of earlier certificates to their run ids. A provider
+    id names one piece of work: the same id twice is one answer served twice (a cache or a
+    proxy replaying it), so the k repeats were not k samples.
+    """
+    k = len(provider_ids)
+    seen: dict[str, int] = {}
+    for i, pid in enumerate(provider_ids, start=1):
+        if pid is None:
+            continue
+        if pid in earlier:
+            return Check(
+                Layer.STABILITY,
+                False,
+                f"replayed: repeat {i}/{k} came back with provider id {pid!r}, already "
+                f"answered in run {earlier[pid]}; an earlier answer is not a new sample",
+                detail={"replayed": True, "k": k},
+            )
+        if pid in seen:
+            return Check(
+                Layer.STABILITY,
+                False,
+                f"replayed: repeat {i}/{k} came back with the provider id {pid!r} of repeat "
+                f"{seen[pid]}; the {k} repeats are {len(set(provider_ids))} sample(s), not {k}",
+                detail={"replayed": True, "k": k},
+            )
+        seen[pid] = i
+    return None

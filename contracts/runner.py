@@ -3,6 +3,11 @@
 Providers and cases run concurrently (bounded); the k repeats of one case run in order, so
 stability is measured on the same conditions. Results become certificates
 (``UnitResult.certificate``) for the registry; replay results never certify.
+
+Every run has its own id (``Runner.run_id``), part of every downstream key
+(``certify/<run id>/<contract>/<case>/<repeat>``), so a provider or proxy that honours
+``Idempotency-Key`` cannot answer this run from an earlier one. Repeats that still come
+back with one provider id (a caching proxy) are replays, not k samples: stability fails.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ import asyncio
 import dataclasses
 import datetime as dt
 import enum
+import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +40,19 @@ from contracts.checks import (
     check_agreement,
     check_model,
     check_render,
+    check_replays,
     check_schema,
     check_semantics,
     check_stability,
+    excerpt,
 )
+from contracts.evidence import case_evidence
 from contracts.model import Case, Contract
 from contracts.registry import DEFAULT_VALIDITY, adapter_version_of
 from providers.base import BadOutput, ProviderError, ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import build_provider
+from providers.models import model_matches
 from providers.tokenizers import Tokenizer, tokenizer_for
 
 DEFAULT_REPEATS = 3
@@ -71,6 +81,9 @@ class CaseResult:
     outputs: list[Any]  #: the parsed output of each repeat (None when there was none)
     duration: float  # seconds
     error: str | None = None  #: a harness error (cassette mismatch), not a provider failure
+    provider_ids: list[str | None] = dataclasses.field(default_factory=list)  #: per repeat
+    models: list[str | None] = dataclasses.field(default_factory=list)  #: reported, per repeat
+    valid: list[bool] = dataclasses.field(default_factory=list)  #: passed the model layer
 
     @property
     def passed(self) -> bool:
@@ -99,6 +112,7 @@ class UnitResult:
     started_at: dt.datetime
     duration: float  # seconds
     agreement: dict[str, list[Check]] = dataclasses.field(default_factory=dict)
+    run_id: str = ""  #: the certification run that produced it
 
     @property
     def passed(self) -> bool:
@@ -171,6 +185,12 @@ class UnitResult:
             "pass_rates": self.pass_rates(),
             "failures": self.failures(),
             "agreement": agreement,
+            "run_id": self.run_id,
+            "reported_models": sorted({m for c in self.cases for m in c.models if m}),
+            "evidence": {
+                c.case: case_evidence(self.contract, c.outputs, c.valid, c.provider_ids, c.models)
+                for c in self.cases
+            },
         }
 
 
@@ -178,6 +198,7 @@ class UnitResult:
 class CertificationRun:
     """Everything one ``certify`` run found."""
 
+    run_id: str
     mode: Mode
     repeats: int
     units: list[UnitResult]
@@ -210,6 +231,20 @@ def _iso(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """Return a fresh certification run id: ``cert-<UTC time>-<random hex>``."""
+    t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return f"cert-{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What one call said about itself: the provider's id and the model that answered."""
+
+    provider_id: str | None = None
+    model: str | None = None
+
+
 def _not_reached(layer: Layer, because: Layer) -> Check:
     return Check(layer, False, f"not reached: {because.value} failed", detail={"not_reached": True})
 
@@ -228,6 +263,8 @@ class Runner:
         progress: Callable[[Progress], None] | None = None,
         client: httpx.AsyncClient | None = None,
         adapter_version: Callable[[str], str] = adapter_version_of,
+        run_id: str | None = None,
+        earlier_ids: Callable[[str, str], Mapping[str, str]] | None = None,
     ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
@@ -240,6 +277,10 @@ class Runner:
         self._client = client
         self._adapter_version = adapter_version
         self._tokenizers: dict[str, Tokenizer] = {}
+        #: Part of every downstream key and recorded in every certificate.
+        self.run_id = run_id or new_run_id()
+        #: ``(provider, contract) -> {provider id: run id}`` of earlier certificates.
+        self._earlier_ids = earlier_ids
 
     def client_for(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
         """Return the client this mode needs: plain, recording, or served from cassettes."""
@@ -289,7 +330,7 @@ class Runner:
                         for pc, fc in zip(p.cases, f.cases, strict=True)
                     ]
         return CertificationRun(
-            self.mode, self.repeats, list(units), started, time.perf_counter() - t0
+            self.run_id, self.mode, self.repeats, list(units), started, time.perf_counter() - t0
         )
 
     async def _run_unit(
@@ -323,6 +364,7 @@ class Runner:
             cases=list(results),
             started_at=started,
             duration=time.perf_counter() - t0,
+            run_id=self.run_id,
         )
         if self.progress:
             self.progress(Progress(provider.name, contract.name, done, len(cases), unit))
@@ -363,14 +405,18 @@ class Runner:
 
         per_repeat: list[dict[Layer, Check]] = []
         outputs: list[Any] = []
+        facts: list[CallFacts] = []
         error: str | None = None
         for r in range(self.repeats):
             keyed = dataclasses.replace(
-                request, idempotency_key=f"certify/{contract.name}/{case.id}/{r + 1}"
+                request, idempotency_key=self.downstream_key(contract, case, r)
             )
-            layers, output, error = await self._one_call(adapter, contract, case, keyed)
+            layers, output, error, call = await self._one_call(
+                adapter, provider, contract, case, keyed
+            )
             per_repeat.append(layers)
             outputs.append(output)
+            facts.append(call)
             if error is not None:
                 break
         if self.mode is Mode.RECORD and tape.interactions:
@@ -386,18 +432,21 @@ class Runner:
                     "protocol": provider.protocol,
                     "model": provider.model,
                     "contract_fingerprint": contract.fingerprint,
+                    "run_id": self.run_id,
                 },
             )
         for layer in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS):
             checks[layer] = _aggregate(layer, per_repeat)
-        repeat_passed = [
-            all(
-                layers[lyr].passed
-                for lyr in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
-            )
-            for layers in per_repeat
-        ]
+        repeat_passed = [all(layers[lyr].passed for lyr in _CALL_LAYERS) for layers in per_repeat]
+        provider_ids = [f.provider_id for f in facts]
         checks[Layer.STABILITY] = check_stability(contract, repeat_passed, outputs)
+        if checks[Layer.STABILITY].passed and self.mode is not Mode.REPLAY:
+            # Replay mode serves one recording to every repeat by design; elsewhere a
+            # repeated provider id means one answer was served twice.
+            earlier = self._earlier_ids(provider.name, contract.name) if self._earlier_ids else {}
+            checks[Layer.STABILITY] = (
+                check_replays(provider_ids, earlier) or checks[Layer.STABILITY]
+            )
         return CaseResult(
             contract.name,
             provider.name,
@@ -406,18 +455,30 @@ class Runner:
             outputs,
             time.perf_counter() - t0,
             error,
+            provider_ids=provider_ids,
+            models=[f.model for f in facts],
+            valid=[layers[Layer.MODEL].passed for layers in per_repeat],
         )
 
+    def downstream_key(self, contract: Contract, case: Case, repeat: int) -> str:
+        """Return the ``Idempotency-Key`` of one repeat (0-based) of one case in this run."""
+        return f"certify/{self.run_id}/{contract.name}/{case.id}/{repeat + 1}"
+
     async def _one_call(
-        self, adapter: Any, contract: Contract, case: Case, request: ProviderRequest
-    ) -> tuple[dict[Layer, Check], Any, str | None]:
+        self,
+        adapter: Any,
+        provider: ProviderConfig,
+        contract: Contract,
+        case: Case,
+        request: ProviderRequest,
+    ) -> tuple[dict[Layer, Check], Any, str | None, CallFacts]:
         layers: dict[Layer, Check] = {}
         try:
             result = await adapter.call(request)
         except CassetteMismatch as exc:
             layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, False, f"cassette mismatch: {exc}")
             _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, str(exc)
+            return layers, None, str(exc), CallFacts()
         except BadOutput as exc:
             layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
             layers[Layer.SCHEMA] = Check(
@@ -427,7 +488,7 @@ class Runner:
                 exc.body_excerpt or "",
             )
             _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, None, None
+            return layers, None, None, CallFacts(exc.request_id)
         except ProviderError as exc:
             layers[Layer.TRANSPORT] = Check(
                 Layer.TRANSPORT,
@@ -436,19 +497,29 @@ class Runner:
                 exc.body_excerpt or "",
             )
             _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, None
+            return layers, None, None, CallFacts(exc.request_id)
+        facts = CallFacts(result.request_id, result.model)
         output = result.output
+        identity = model_matches(
+            provider.protocol, provider.model, result.model, provider.model_aliases
+        )
+        if not identity.matches:
+            layers[Layer.TRANSPORT] = Check(
+                Layer.TRANSPORT, False, identity.reason, excerpt(output)
+            )
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, output, None, facts
         layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
         layers[Layer.SCHEMA] = check_schema(contract, output)
         if not layers[Layer.SCHEMA].passed:
             _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, output, None
+            return layers, output, None, facts
         layers[Layer.MODEL] = check_model(contract, output)
         if not layers[Layer.MODEL].passed:
             _fill_not_reached(layers, Layer.MODEL)
-            return layers, output, None
+            return layers, output, None, facts
         layers[Layer.SEMANTICS] = check_semantics(contract, case, output)
-        return layers, output, None
+        return layers, output, None, facts
 
 
 _CALL_LAYERS = (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)

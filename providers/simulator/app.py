@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
 import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from providers.simulator.profiles import (
+    OTHER_MODEL_SUFFIX,
     InputBlockError,
     Profile,
     answer,
@@ -103,7 +106,12 @@ class SimulatorApp:
         self.calls: list[CallRecord] = []
         self._seq = itertools.count(1)  # numbers the calls since the last reset
         self._served = itertools.count(1)  # never reset: keeps request ids unique
+        # Request ids are unique across simulator processes too, as a real provider's are:
+        # certification takes a provider id it has seen before for a replayed answer.
+        self._instance = secrets.token_hex(8)
         self._closing: asyncio.Event | None = None
+        #: ``replaying``: the first answer per (provider, path, request body), served again.
+        self._replay_cache: dict[tuple[str, str, bytes], WireResponse] = {}
 
     # -- state ---------------------------------------------------------------------------
 
@@ -122,6 +130,7 @@ class SimulatorApp:
         self.script.clear()
         self.calls.clear()
         self._overrides.clear()
+        self._replay_cache.clear()
         self._seq = itertools.count(1)
 
     def close(self) -> None:
@@ -199,7 +208,8 @@ class SimulatorApp:
             received_at=self._clock(),
         )
         self.calls.append(record)
-        request_id = hashlib.sha256(f"{next(self._served)}:".encode() + body).hexdigest()[:24]
+        served = f"{self._instance}:{next(self._served)}:".encode()
+        request_id = hashlib.sha256(served + body).hexdigest()[:24]
         behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
         record.behaviour = behaviour.kind.value
         try:
@@ -249,6 +259,14 @@ class SimulatorApp:
             )
         elif wire is None:
             response = render_error(protocol, 400, problem, request_id)
+        elif self.profile_for(record.provider) is Profile.REPLAYING and kind is BehaviourKind.OK:
+            # A caching proxy: the key is the body, never the Idempotency-Key header.
+            cache_key = (record.provider, record.path, hashlib.sha256(body).digest())
+            response = self._replay_cache.get(cache_key) or self._answer(
+                record, wire, request_id, malformed_output=False
+            )
+            if response.status == 200:
+                self._replay_cache.setdefault(cache_key, response)
         else:
             response = self._answer(
                 record, wire, request_id, malformed_output=kind is BehaviourKind.MALFORMED
@@ -312,6 +330,8 @@ class SimulatorApp:
                 f"{contract_name} cannot simulate this input: {type(exc).__name__}: {exc}",
                 request_id,
             )
+        if self.profile_for(record.provider) is Profile.OTHER_MODEL:
+            wire = dataclasses.replace(wire, model=wire.model + OTHER_MODEL_SUFFIX)
         return render_success(wire, reply, request_id, now=self._clock())
 
     async def _hold_until_hangup(self, receive: Receive) -> bool:
