@@ -32,26 +32,24 @@ def write_stand_in_registry(path: Path) -> Path:
         except Exception:  # a contract being edited right now is simply not certified
             continue
         for provider, protocol, model in SIM_PROVIDERS:
-            entries.append(
-                {
-                    "contract": contract.name,
-                    "contract_fingerprint": contract.fingerprint,
-                    "provider": provider,
-                    "protocol": protocol,
-                    "model": model,
-                    "adapter_version": adapter_version_of(protocol),
-                    "mode": "live",
-                    "verdict": "pass",
-                    "certified_at": now.isoformat().replace("+00:00", "Z"),
-                    "expires_at": (now + STAND_IN_VALIDITY).isoformat().replace("+00:00", "Z"),
-                    "repeats": 0,
-                    "cases": 0,
-                    "pass_rates": {},
-                    "failures": [],
-                    # Agreement evidence that compares equal for every case: a stand-in says so.
-                    "evidence": {case.id: {"agree": {}} for case in contract.cases},
-                    "stand_in": True,
-                }
-            )
+            entries.append({
+                "contract": contract.name,
+                "contract_fingerprint": contract.fingerprint,
+                "provider": provider,
+                "protocol": protocol,
+                "model": model,
+                "adapter_version": adapter_version_of(protocol),
+                "mode": "live",
+                "verdict": "pass",
+                "certified_at": now.isoformat().replace("+00:00", "Z"),
+                "expires_at": (now + STAND_IN_VALIDITY).isoformat().replace("+00:00", "Z"),
+                "repeats": 0,
+                "cases": 0,
+                "pass_rates": {},
+                "failures": [],
+                # Agreement evidence that compares equal for every case: a stand-in says so.
+                "evidence": {case.id: {"agree": {}} for case in contract.cases},
+                "stand_in": True,
+            })
     CertificationRegistry(path).record(entries)
     return path

@@ -20,14 +20,8 @@ from scenarios.workload import sample_input
 BODY_LIMIT = 2000  # characters of a request or response body kept in the report
 REQUEST_TIMEOUT = 30.0  # seconds, one HTTP request of a scenario
 KEPT_HEADERS = (
-    "idempotency-key",
-    "prefer",
-    "location",
-    "idempotent-replayed",
-    "preference-applied",
-    "content-type",
-    "retry-after",
-    "x-onejob-instance",
+    "idempotency-key", "prefer", "location", "idempotent-replayed", "preference-applied",
+    "content-type", "retry-after", "x-onejob-instance",
 )
 
 
@@ -180,42 +174,26 @@ class ScenarioContext:
             )
         except httpx.HTTPError as exc:
             if record:
-                self.exchanges.append(
-                    Exchange(
-                        at=at,
-                        elapsed=time.monotonic() - started,
-                        actor=actor,
-                        method=method,
-                        url=url,
-                        status=None,
-                        request_headers=_kept(sent_headers),
-                        request_body=body_text[:BODY_LIMIT],
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
+                self.exchanges.append(Exchange(
+                    at=at, elapsed=time.monotonic() - started, actor=actor, method=method,
+                    url=url, status=None, request_headers=_kept(sent_headers),
+                    request_body=body_text[:BODY_LIMIT], error=f"{type(exc).__name__}: {exc}",
+                ))
             raise
         if record:
-            self.exchanges.append(
-                Exchange(
-                    at=at,
-                    elapsed=time.monotonic() - started,
-                    actor=actor,
-                    method=method,
-                    url=url,
-                    status=response.status_code,
-                    request_headers=_kept(sent_headers),
-                    request_body=body_text[:BODY_LIMIT],
-                    response_headers=_kept(dict(response.headers)),
-                    response_body=response.text[:BODY_LIMIT],
-                )
-            )
+            self.exchanges.append(Exchange(
+                at=at, elapsed=time.monotonic() - started, actor=actor, method=method, url=url,
+                status=response.status_code, request_headers=_kept(sent_headers),
+                request_body=body_text[:BODY_LIMIT],
+                response_headers=_kept(dict(response.headers)),
+                response_body=response.text[:BODY_LIMIT],
+            ))
         return response
 
     async def contract(self, gateway: Process, key: str, hedgeable: bool = False) -> str:
         """Pick a contract the gateway offers (a hedgeable one when asked)."""
-        response = await self.request(
-            "GET", f"{gateway.base_url}/v1/contracts", key=key, record=False
-        )
+        response = await self.request("GET", f"{gateway.base_url}/v1/contracts", key=key,
+                                      record=False)
         if response.status_code != 200:
             raise HarnessError(f"GET /v1/contracts answered {response.status_code}")
         body = response.json()
@@ -270,9 +248,8 @@ class ScenarioContext:
         body: dict[str, Any] = {"behaviours": behaviours, "count": count}
         if provider is not None:
             body["provider"] = provider
-        response = await self.request(
-            "POST", f"{sim.base_url}/_sim/script", actor="scenario", json_body=body
-        )
+        response = await self.request("POST", f"{sim.base_url}/_sim/script", actor="scenario",
+                                      json_body=body)
         if response.status_code >= 300:
             raise HarnessError(f"/_sim/script refused {body}: {response.text[:300]}")
 
@@ -376,14 +353,10 @@ class ScenarioContext:
                     )
                 if isinstance(finished, int | float):
                     outcome = call.get("outcome") or call.get("status") or ""
-                    self.timeline.append(
-                        TimelineMark(
-                            self.rel(finished),
-                            lane,
-                            MarkKind.CALL_ENDED,
-                            f"{call.get('behaviour')} → {outcome}",
-                        )
-                    )
+                    self.timeline.append(TimelineMark(
+                        self.rel(finished), lane, MarkKind.CALL_ENDED,
+                        f"{call.get('behaviour')} → {outcome}",
+                    ))
         return job
 
     async def _events(self, gateway: Process, key: str, job_id: str) -> list[dict[str, Any]] | None:

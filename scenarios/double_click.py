@@ -30,20 +30,13 @@ async def click_burst(
     statuses = Counter(r.status_code for r in responses)
     ids = {job_id_of(r) for r in responses}
     ctx.expect(
-        set(statuses) <= {200, 201},
-        f"{clicks} clicks: every answer is 201 or 200",
+        set(statuses) <= {200, 201}, f"{clicks} clicks: every answer is 201 or 200",
         f"statuses {dict(statuses)}",
     )
-    ctx.expect(
-        len(ids) == 1 and None not in ids,
-        f"{clicks} clicks: one job id",
-        f"ids {sorted(str(i) for i in ids)}",
-    )
-    ctx.expect(
-        statuses[201] == 1,
-        f"{clicks} clicks: exactly one 201 Created",
-        f"statuses {dict(statuses)}",
-    )
+    ctx.expect(len(ids) == 1 and None not in ids, f"{clicks} clicks: one job id",
+               f"ids {sorted(str(i) for i in ids)}")
+    ctx.expect(statuses[201] == 1, f"{clicks} clicks: exactly one 201 Created",
+               f"statuses {dict(statuses)}")
     replays = [r for r in responses if r.status_code == 200]
     ctx.expect(
         all(r.headers.get("idempotent-replayed") == "true" for r in replays),
@@ -53,34 +46,20 @@ async def click_burst(
     assert job_id is not None
     ctx.watch(gateways[0], key, job_id, sim, label=f"{clicks} clicks")
     gateway = gateways[0]
-    job = await ctx.wait_job(
-        gateway,
-        key,
-        job_id,
-        lambda j: j.get("status") == "succeeded",
-        15.0,
-        f"{clicks} clicks: the job succeeds",
-    )
+    job = await ctx.wait_job(gateway, key, job_id, lambda j: j.get("status") == "succeeded",
+                             15.0, f"{clicks} clicks: the job succeeds")
     ctx.expect(len(job.get("attempts", [])) == 1, f"{clicks} clicks: one attempt", brief(job))
     await ctx.wait_calls(sim, 2, SETTLE)
     calls = [c for c in await ctx.sim_calls(sim) if job_id in str(c.get("idempotency_key"))]
-    ctx.expect(
-        len(calls) == 1, f"{clicks} clicks: one provider call", f"{len(calls)} calls carry {job_id}"
-    )
-    listing = await ctx.request(
-        "GET", f"{gateway.base_url}/v1/jobs?limit=100", key=key, record=False
-    )
+    ctx.expect(len(calls) == 1, f"{clicks} clicks: one provider call",
+               f"{len(calls)} calls carry {job_id}")
+    listing = await ctx.request("GET", f"{gateway.base_url}/v1/jobs?limit=100", key=key,
+                                record=False)
     if listing.status_code == 200:
-        mine = [
-            j
-            for j in items_of(listing.json())
-            if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key
-        ]
-        ctx.expect(
-            len(mine) == 1,
-            f"{clicks} clicks: the job list shows one job for the key",
-            f"{len(mine)} jobs",
-        )
+        mine = [j for j in items_of(listing.json())
+                if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key]
+        ctx.expect(len(mine) == 1, f"{clicks} clicks: the job list shows one job for the key",
+                   f"{len(mine)} jobs")
     return job_id
 
 

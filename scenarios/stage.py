@@ -54,16 +54,8 @@ async def stage(
     admin_key = rest[0] if rest else ""
     contract = await ctx.contract(gateway, key, hedgeable=hedgeable)
     await warm_simulator(ctx, sim, contract)
-    return Stage(
-        sim,
-        gateway,
-        key,
-        admin_key,
-        contract,
-        database_url,
-        gateway_config,
-        ctx.harness.work_dir / "gateway.toml",
-    )
+    return Stage(sim, gateway, key, admin_key, contract, database_url, gateway_config,
+                 ctx.harness.work_dir / "gateway.toml")
 
 
 async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> None:
@@ -73,13 +65,8 @@ async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> N
 
     loaded = load_contract(CATALOG_ROOT / contract.split("@", 1)[0])
     prompt = loaded.render(ctx.job_body(contract)["input"])
-    body = {
-        "model": "sim-gpt",
-        "messages": [
-            {"role": "system", "content": prompt.system},
-            {"role": "user", "content": prompt.user},
-        ],
-    }
+    body = {"model": "sim-gpt", "messages": [
+        {"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]}
     url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
     await ctx.request("POST", url, json_body=body, record=False)
     reset = await ctx.request("POST", f"{sim.base_url}/_sim/reset", record=False)
@@ -102,14 +89,8 @@ async def post_job(
     if wait is not None:
         headers["Prefer"] = f"wait={wait}"
     return await ctx.request(
-        "POST",
-        f"{gateway.base_url}/v1/jobs",
-        actor=actor,
-        key=key,
-        json_body=body,
-        headers=headers,
-        record=record,
-        timeout=(wait or 0) + 30.0,
+        "POST", f"{gateway.base_url}/v1/jobs", actor=actor, key=key, json_body=body,
+        headers=headers, record=record, timeout=(wait or 0) + 30.0,
     )
 
 
@@ -126,9 +107,8 @@ async def concurrent_posts(
 
     async def one(i: int) -> httpx.Response:
         await gate.wait()
-        return await post_job(
-            ctx, gateways[i % len(gateways)], key, idempotency_key, body, actor=f"click#{i + 1}"
-        )
+        return await post_job(ctx, gateways[i % len(gateways)], key, idempotency_key, body,
+                              actor=f"click#{i + 1}")
 
     tasks = [asyncio.create_task(one(i)) for i in range(count)]
     await asyncio.sleep(0)  # let every task reach the gate before it opens

@@ -21,11 +21,8 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     s = await stage(ctx, lease_ttl=LEASE_TTL, reap_interval=0.3, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": CALL_TIME}])
     created = await post_job(ctx, s.gateway, s.key, "wc-1", ctx.job_body(s.contract))
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
-    )
+    ctx.expect(created.status_code == 201, "the job is created",
+               f"status {created.status_code}: {created.text[:200]}")
     job_id = job_id_of(created)
     assert job_id is not None
     ctx.watch(s.gateway, s.key, job_id, s.sim)
@@ -36,14 +33,8 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     await asyncio.sleep(0.2)
     ctx.action("restart gateway")
     await ctx.harness.restart(s.gateway)
-    job = await ctx.wait_job(
-        s.gateway,
-        s.key,
-        job_id,
-        lambda j: j.get("status") == "unknown",
-        LEASE_TTL + 10.0,
-        "after the lease expires the job is unknown",
-    )
+    job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
+                             LEASE_TTL + 10.0, "after the lease expires the job is unknown")
     ctx.observe_unknown(job)
     attempt = job["attempts"][0]
     ctx.expect(attempt.get("state") == "unknown", "the crashed attempt is unknown", brief(job))
@@ -52,7 +43,8 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     ctx.expect(len(job.get("attempts", [])) == 1, "no new attempt was made", brief(job))
     ctx.expect(job.get("status") == "unknown", "the job stays unknown until resolved", brief(job))
     calls = await ctx.sim_calls(s.sim)
-    ctx.expect(len(calls) == 1, "the provider was called once, never re-run", f"{len(calls)} calls")
+    ctx.expect(len(calls) == 1, "the provider was called once, never re-run",
+               f"{len(calls)} calls")
 
 
 if __name__ == "__main__":

@@ -45,20 +45,9 @@ def make_result(name: str, verdict: Verdict, reason: str = "") -> ScenarioResult
         database="sqlite",
         checks=[Check("the job is created", True), Check("one job id", ok, "ids")],
         timeline=reverse_order_timeline(),
-        exchanges=[
-            Exchange(
-                0.05,
-                0.012,
-                "client",
-                "POST",
-                "http://127.0.0.1:1/v1/jobs?x=1",
-                201,
-                {"idempotency-key": '"k"'},
-                '{"contract": "c"}',
-                {"location": "/v1/jobs/job_1"},
-                '{"id": "job_1"}',
-            )
-        ],
+        exchanges=[Exchange(0.05, 0.012, "client", "POST", "http://127.0.0.1:1/v1/jobs?x=1",
+                            201, {"idempotency-key": '"k"'}, '{"contract": "c"}',
+                            {"location": "/v1/jobs/job_1"}, '{"id": "job_1"}')],
         timeline_source="attempts and simulator calls",
         notes=["a note"],
         logs={"gateway": "/tmp/gateway.log"},
@@ -84,12 +73,8 @@ def mixed_report() -> RunReport:
 @pytest.fixture
 def passing_report() -> RunReport:
     """Return a run where every scenario passed."""
-    return RunReport(
-        [make_result("reverse-order-finish", Verdict.PASS)],
-        "2026-11-30T07:00:00Z",
-        1.3,
-        "postgresql",
-    )
+    return RunReport([make_result("reverse-order-finish", Verdict.PASS)],
+                     "2026-11-30T07:00:00Z", 1.3, "postgresql")
 
 
 @pytest.fixture
