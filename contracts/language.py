@@ -5,8 +5,10 @@ A contract declares per free-text field which language it must be written in: a 
 ``language`` assertion (``contracts.assertions``). The language ``code`` fields of an
 output say what the model *claims*; this checks what it *wrote*.
 
-The detector knows only ``DETECTABLE`` (a restricted set keeps it fast: about 2 s to load
-the models once per process, then well under a millisecond per field). It judges a text
+The detector knows only ``DETECTABLE`` (a restricted set keeps it small: about 2 s and
+300 MB to load its models once per process, then well under a millisecond per field).
+Load them (``detector()``) before any call is in flight: the loading holds the GIL, so
+even ``ready()``'s worker thread stalls the event loop, and an in-process simulator on it. It judges a text
 only when it has at least ``MIN_LETTERS`` letters, and refuses it only when the
 expected language is neither the most likely one nor at least ``MIN_CONFIDENCE`` likely,
 so names, order ids and product words in another language do not fail a faithful answer.
@@ -14,8 +16,8 @@ so names, order ids and product words in another language do not fail a faithful
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import functools
 import threading
 
 from lingua import IsoCode639_1, Language, LanguageDetector, LanguageDetectorBuilder
@@ -37,6 +39,7 @@ NAMES = {
 }
 
 _lock = threading.Lock()
+_detector: LanguageDetector | None = None
 
 
 class UnknownLanguage(ValueError):
@@ -79,11 +82,21 @@ def check_code(code: str) -> str:
     return low
 
 
-@functools.cache
 def detector() -> LanguageDetector:
-    """Return the process-wide detector (models load on first use)."""
-    languages = [Language.from_iso_code_639_1(IsoCode639_1.from_str(c)) for c in DETECTABLE]
-    return LanguageDetectorBuilder.from_languages(*languages).build()
+    """Return the process-wide detector, loading its models on first use."""
+    global _detector
+    with _lock:
+        if _detector is None:
+            languages = [Language.from_iso_code_639_1(IsoCode639_1.from_str(c)) for c in DETECTABLE]
+            builder = LanguageDetectorBuilder.from_languages(*languages)
+            _detector = builder.with_preloaded_language_models().build()
+        return _detector
+
+
+async def ready() -> None:
+    """Load the detector's models in a worker thread (once per process)."""
+    if _detector is None:
+        await asyncio.to_thread(detector)
 
 
 def judge(text: str, expected: str) -> LanguageVerdict:
@@ -91,8 +104,7 @@ def judge(text: str, expected: str) -> LanguageVerdict:
     expected = check_code(expected)
     if sum(ch.isalpha() for ch in text) < MIN_LETTERS:
         return LanguageVerdict(True, expected, None, 0.0)
-    with _lock:  # the lazy model loading is not documented as thread safe
-        values = detector().compute_language_confidence_values(text)
+    values = detector().compute_language_confidence_values(text)
     shares = {v.language.iso_code_639_1.name.lower(): v.value for v in values}
     top = max(shares, key=lambda code: shares[code]) if shares else None
     mine = shares.get(expected, 0.0)

@@ -105,6 +105,11 @@ class Contract:
     _wrong_language: Simulation | None = dataclasses.field(default=None, repr=False)
 
     @property
+    def checks_language(self) -> bool:
+        """Say whether an assertion checks the language of free text (needs the detector)."""
+        return any(a.kind == "language" for a in self.assertions)
+
+    @property
     def base_name(self) -> str:
         """Return the name without the version (``ticket-triage``)."""
         return self.name.split("@", 1)[0]

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from contracts import language
 from contracts.cassettes import (
     CASSETTE_ROOT,
     CURRENT_TAPE,
@@ -303,6 +304,10 @@ class Runner:
     ) -> CertificationRun:
         """Run every case of every contract on every provider; compare the given pairs."""
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        if any(c.checks_language for c in contracts):
+            # Before any request is in flight: loading holds the GIL for seconds, and an
+            # in-process simulator on this loop would time calls out meanwhile.
+            language.detector()
         client = self._client or self.client_for(providers)
         try:
             sem = asyncio.Semaphore(self.concurrency)
@@ -380,6 +385,8 @@ class Runner:
     ) -> CaseResult:
         """Run one case ``repeats`` times on one provider and check every layer."""
         t0 = time.perf_counter()
+        if contract.checks_language:
+            await language.ready()  # a no-op after ``run`` loaded it
         tape = Tape(provider.name, contract.name, case.id)
         CURRENT_TAPE.set(tape)  # this task's own context: the transport finds the case
         adapter = build_provider(provider, client)

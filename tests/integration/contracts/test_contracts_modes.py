@@ -42,16 +42,70 @@ async def test_one_changed_prompt_character_makes_certificates_stale(
         "--registry", str(registry), "--report-dir", str(tmp_path / "out"),
     )  # fmt: skip
     assert await certify(args, io.StringIO()) == 0
-    assert can_i(registry, catalog_copy) == (
-        0,
+    code, said = can_i(registry, catalog_copy)
+    assert code == 0
+    assert said.startswith(
         "yes: certified: faithful and faithful-claude both hold valid certificates "
-        "for ticket-triage@1\n",
+        "for ticket-triage@1 and agree on its 17 cases"
     )
     system = catalog_copy / "ticket-triage" / "system.j2"
     system.write_text(system.read_text().replace("help desk", "help-desk", 1))
     code, said = can_i(registry, catalog_copy)
     assert code == 1
     assert said.startswith("no: fingerprint changed: faithful-claude on ticket-triage@1")
+
+
+async def test_a_fallback_certified_alone_is_refused_until_its_primary_has_evidence(
+    tmp_path: Path,
+) -> None:
+    registry = tmp_path / "certs.json"
+
+    async def certify_one(provider: str) -> str:
+        out = io.StringIO()
+        args = parse(
+            "certify", "--sim", "--repeats", "1", "--contract", "ticket-triage@1",
+            "--provider", provider, "--registry", str(registry),
+            "--report-dir", str(tmp_path / provider),
+        )  # fmt: skip
+        assert await certify(args, out) == 0, out.getvalue()
+        return out.getvalue()
+
+    await certify_one("faithful-claude")
+    catalog = Path(load_catalog().root)
+    code, said = can_i(registry, catalog)
+    assert code == 1
+    assert said.startswith("no: missing certificate for faithful on ticket-triage@1")
+    # The primary's certificate from before evidence existed: certified, but not comparable.
+    doc = json.loads(registry.read_text())
+    old = {**doc["certificates"][0], "provider": "faithful", "protocol": "openai"}
+    old.update(model="sim-gpt", adapter_version="openai/1", evidence=None, run_id=None)
+    doc["certificates"].append(old)
+    registry.write_text(json.dumps(doc))
+    code, said = can_i(registry, catalog)
+    assert code == 1
+    assert said.startswith("no: no agreement evidence with faithful: faithful-claude cannot be")
+    # A separate run certifies the primary: the two stored certificates are compared.
+    await certify_one("faithful")
+    code, said = can_i(registry, catalog)
+    assert code == 0, said
+    runs = {c["run_id"] for c in json.loads(registry.read_text())["certificates"]}
+    assert len(runs) == 2
+    assert said.startswith("yes: certified: faithful and faithful-claude both hold valid")
+    assert "agree on its 17 cases (runs cert-" in said
+
+
+async def test_two_runs_send_different_downstream_keys(tmp_path: Path) -> None:
+    contract = load_catalog()["ticket-triage@1"]
+    async with run_simulator(port=0) as sim:
+        provider = sim_providers(sim.base_url)["faithful"]
+        for _ in range(2):
+            runner = Runner(Mode.LIVE, repeats=2)
+            async with runner.client_for([provider]) as client:
+                await runner.run_case(client, contract, contract.cases[0], provider)
+        keys = [c["idempotency_key"] for c in sim.calls("faithful")]
+    assert len(keys) == len(set(keys)) == 4
+    assert all(k.startswith("certify/cert-") for k in keys)
+    assert keys[0].endswith(f"/ticket-triage@1/{contract.cases[0].id}/1")
 
 
 async def test_replay_passes_offline_and_never_certifies(
