@@ -16,9 +16,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
+
 from contracts.cassettes import CASSETTE_ROOT
 from contracts.catalog import load_catalog
 from contracts.model import Contract, ContractError
+from contracts.preflight import preflight
 from contracts.registry import CertificationRegistry, RegistryError
 from contracts.runner import DEFAULT_REPEATS, CertificationRun, Mode, Progress, Runner
 from providers.config import ProviderConfig
@@ -239,6 +242,14 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if base_url is not None:
             live = sim_providers(base_url)
             chosen = [live[p.name] for p in chosen]
+        if mode is not Mode.REPLAY:
+            async with httpx.AsyncClient() as probe:
+                problems = await preflight(chosen, contracts[0], probe)
+            if problems:
+                for problem in problems:
+                    print(f"error: {problem}", file=out)
+                print("no case was run: fix the provider configuration first", file=out)
+                return EXIT_ERROR
         runner = Runner(
             mode,
             repeats=args.repeats,

@@ -8,9 +8,9 @@ output say what the model *claims*; this checks what it *wrote*.
 The detector knows only ``DETECTABLE`` (a restricted set keeps it small: about 2 s and
 300 MB to load its models once per process, then well under a millisecond per field).
 Load them (``detector()``) before any call is in flight: the loading holds the GIL, so
-even ``ready()``'s worker thread stalls the event loop, and an in-process simulator on it. It judges a text
-only when it has at least ``MIN_LETTERS`` letters, and refuses it only when the
-expected language is neither the most likely one nor at least ``MIN_CONFIDENCE`` likely,
+even ``ready()``'s worker thread stalls the event loop, and an in-process simulator on it.
+It judges a text only when it has at least ``MIN_LETTERS`` letters, and refuses it only
+when the expected language is neither the most likely one nor at least ``MIN_CONFIDENCE`` likely,
 so names, order ids and product words in another language do not fail a faithful answer.
 """
 
