@@ -152,6 +152,15 @@ def check_render(
             f"prompt is {tokens} {kind}, over the {budget}-token budget "
             f"({config.context_window} window minus output)"
         )
+    answer_tokens = expected_answer_tokens(contract, case, tokenizer)
+    if answer_tokens is not None:
+        detail["answer_tokens"] = answer_tokens
+        if answer_tokens > out_tokens:
+            kind = "tokens" if tokenizer.exact else "tokens (estimated high)"
+            problems.append(
+                f"the expected answer is {answer_tokens} {kind}, over max_output_tokens "
+                f"{out_tokens}: a faithful model would be cut off"
+            )
     for name, text in (("system", prompt.system), ("user", prompt.user)):
         hit = SPECIAL_TOKEN.search(text)
         if hit:
@@ -167,6 +176,15 @@ def check_render(
     if problems:
         return Check(Layer.RENDER, False, "; ".join(problems), detail=detail)
     return Check(Layer.RENDER, True, detail=detail)
+
+
+def expected_answer_tokens(contract: Contract, case: Case, tokenizer: Tokenizer) -> int | None:
+    """Count the case's expected answer (the contract's faithful answer, as JSON text)."""
+    try:
+        answer = contract.simulate(case.input)
+    except Exception:  # no faithful answer for this input: nothing to count
+        return None
+    return tokenizer.count(json.dumps(answer, ensure_ascii=False))
 
 
 def _tokenizer_special_strings(tokenizer: Tokenizer, text: str) -> list[str]:
