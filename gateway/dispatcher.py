@@ -33,6 +33,7 @@ from gateway.domain.records import (
     AddAttemptOutcome,
     AttemptRecord,
     ClaimedAttempt,
+    ClaimSpec,
     FinalizeOutcome,
     JobRecord,
 )
@@ -90,6 +91,10 @@ class Dispatcher:
         self._reaper: asyncio.Task[None] | None = None
         self._in_flight = 0
         self._claim_baton = asyncio.Lock()
+        #: One slot per runner: taken by a claimed attempt, from the store's queue or
+        #: claimed in-process at creation (``reserve``), until its outcome is committed.
+        self._slots = asyncio.Semaphore(self.config.runners)
+        self._local: set[asyncio.Task[JobRecord | None]] = set()
         self.routes = Routes(settings, catalog, provider_configs, certifications)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -113,7 +118,7 @@ class Dispatcher:
         """Stop claiming; let calls in flight finish up to ``shutdown_grace``, then cancel."""
         self._stopping.set()
         self.hub.publish_attempt()  # wake idle runners so they notice
-        tasks = [*self._runners, *([self._reaper] if self._reaper else [])]
+        tasks = [*self._runners, *self._local, *([self._reaper] if self._reaper else [])]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_grace)
@@ -153,14 +158,68 @@ class Dispatcher:
                 async with self._claim_baton:
                     if self._stopping.is_set():
                         return
-                    claimed, began = await self._claim()
+                    await self._slots.acquire()
+                    try:
+                        claimed, began = await self._claim()
+                    except BaseException:
+                        self._slots.release()
+                        raise
                     if claimed is None:
+                        self._slots.release()
                         await self.hub.wait_attempt(self.config.poll_interval)
                         continue
-                await self._execute(claimed, began)
+                try:
+                    await self._execute(claimed, began)
+                finally:
+                    self._slots.release()
             except Exception:
                 log.exception("runner failed", extra={"worker_id": self.worker_id})
                 await self._rest(ERROR_PAUSE)
+
+    # -- in-process first attempts ---------------------------------------------------------
+
+    async def reserve(self, provider: str) -> ClaimSpec | None:
+        """Take a free runner slot for a job about to be created; None when all are busy.
+
+        The caller passes the returned spec to ``create_or_get`` and then hands the claimed
+        attempt to ``run_claimed``, or gives the slot back with ``release`` when nothing
+        was claimed (a replay, a conflict, an error).
+        """
+        if self._stopping.is_set() or not self._runners or self._slots.locked():
+            return None
+        await self._slots.acquire()  # a free slot: this does not wait
+        cfg = self.provider_configs.get(provider)
+        return ClaimSpec(
+            worker_id=self.worker_id,
+            lease_ttl=self.config.lease_ttl,
+            deadline_s=cfg.timeout if cfg is not None else DEFAULT_DEADLINE,
+        )
+
+    def release(self) -> None:
+        """Give back a slot ``reserve`` took when no attempt was claimed with it."""
+        self._slots.release()
+
+    def run_claimed(self, claimed: ClaimedAttempt) -> asyncio.Task[JobRecord | None]:
+        """Run an attempt claimed at creation in this process, in the slot ``reserve`` took.
+
+        Return the task; its result is the job as the deciding transaction left it (None
+        when the attempt ended without a decision this process saw, e.g. reaped).
+        """
+
+        async def run() -> JobRecord | None:
+            try:
+                return await self._execute(claimed, time.perf_counter())
+            except Exception:
+                # As in a runner: the lease expires and the reaper makes it `unknown`.
+                log.exception("in-process attempt failed", extra={"worker_id": self.worker_id})
+                return None
+            finally:
+                self._slots.release()
+
+        task = asyncio.create_task(run(), name=f"onejob-local-{claimed.attempt.id}")
+        self._local.add(task)
+        task.add_done_callback(self._local.discard)
+        return task
 
     async def _rest(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -186,16 +245,16 @@ class Dispatcher:
         )
         return claimed, began
 
-    async def _execute(self, claimed: ClaimedAttempt, began: float) -> None:
+    async def _execute(self, claimed: ClaimedAttempt, began: float) -> JobRecord | None:
         self._in_flight += 1
         self.metrics.attempts_in_flight.inc()
         try:
-            await self._run(claimed, began)
+            return await self._run(claimed, began)
         finally:
             self._in_flight -= 1
             self.metrics.attempts_in_flight.dec()
 
-    async def _run(self, claimed: ClaimedAttempt, started: float) -> None:
+    async def _run(self, claimed: ClaimedAttempt, started: float) -> JobRecord | None:
         attempt, job = claimed.attempt, claimed.job
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         if attempt.started_at is not None:
@@ -207,7 +266,7 @@ class Dispatcher:
         provider = self.providers.get(attempt.provider)
         cfg = self.provider_configs.get(attempt.provider)
         if contract is None or provider is None or cfg is None:
-            await self._fail(
+            return await self._fail(
                 job,
                 attempt,
                 {
@@ -220,10 +279,9 @@ class Dispatcher:
                 started,
                 None,
             )
-            return
         if not self.routes.may_send(job, attempt, contract):
             # Certified when it was created, but not any more: never call it (R6).
-            await self._fail(
+            return await self._fail(
                 job,
                 attempt,
                 {
@@ -235,7 +293,6 @@ class Dispatcher:
                 started,
                 None,
             )
-            return
         remaining = MIN_CALL_TIMEOUT
         if attempt.deadline_at is not None:
             left = (_aware(attempt.deadline_at) - self.clock.now()).total_seconds()
@@ -248,17 +305,16 @@ class Dispatcher:
                 idempotency_key=attempt.downstream_key,
             )
         except Exception as exc:  # nothing was sent: a definite failure
-            await self._fail(
+            return await self._fail(
                 job, attempt, {"reason": "render_failed", "message": str(exc)}, started, None
             )
-            return
 
         # The lease is renewed until the outcome is committed, not just until the call
         # returns: under load the deciding transaction may itself wait for a connection.
         decided = asyncio.Event()
         renewer = asyncio.create_task(self._renew_lease(attempt, decided))
         try:
-            await self._call_and_decide(
+            return await self._call_and_decide(
                 job, attempt, contract, provider, request, remaining, started, ids
             )
         finally:
@@ -275,7 +331,7 @@ class Dispatcher:
         remaining: float,
         started: float,
         ids: dict[str, str],
-    ) -> None:
+    ) -> JobRecord | None:
         answered = asyncio.Event()
         target = self.routes.hedge_target(job, attempt, contract)
         hedger = (
@@ -297,7 +353,7 @@ class Dispatcher:
                 [f"output {unstorable}"] if unstorable else contract.validate_output(result.output)
             )
             if violations:
-                await self._fail(
+                return await self._fail(
                     job,
                     attempt,
                     {
@@ -309,12 +365,10 @@ class Dispatcher:
                     started,
                     provider_s,
                 )
-                return
-            await self._finalize(job, attempt, result, started, provider_s)
-        elif definite and error is not None:
-            await self._fail(job, attempt, error, started, provider_s)
-        else:
-            await self._unknown(job, attempt, error or {}, started, provider_s)
+            return await self._finalize(job, attempt, result, started, provider_s)
+        if definite and error is not None:
+            return await self._fail(job, attempt, error, started, provider_s)
+        return await self._unknown(job, attempt, error or {}, started, provider_s)
 
     async def _finalize(
         self,
@@ -323,7 +377,7 @@ class Dispatcher:
         result: ProviderResult,
         started: float,
         provider_s: float,
-    ) -> None:
+    ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         fin = await self.store.finalize(
             attempt.id, result.output, provider_request_id=result.request_id
@@ -348,6 +402,7 @@ class Dispatcher:
                 "attempt finished",
                 extra={**ids, "outcome": fin.outcome.value, "winner": fin.winner},
             )
+        return fin.job
 
     async def _fail(
         self,
@@ -356,7 +411,7 @@ class Dispatcher:
         error: dict[str, Any],
         started: float,
         provider_s: float | None,
-    ) -> None:
+    ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         fresh = await self.store.get_job(job.id)
         next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
@@ -376,6 +431,7 @@ class Dispatcher:
                 "failover_to": res.added.provider if res.added else None,
             },
         )
+        return res.job
 
     async def _unknown(
         self,
@@ -384,7 +440,7 @@ class Dispatcher:
         error: dict[str, Any],
         started: float,
         provider_s: float,
-    ) -> None:
+    ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         res = await self.store.mark_unknown(attempt.id, error)
         self.metrics.attempt_finished(
@@ -401,6 +457,7 @@ class Dispatcher:
                 "transition": res.outcome.value,
             },
         )
+        return res.job
 
     # -- companions of a call in flight ----------------------------------------------------
 

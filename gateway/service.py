@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from gateway.dispatch.routing import Routes
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import JobStore, LocalRunner
 from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
@@ -135,6 +135,13 @@ class JobService:
             settings.providers,
             self.certifications,
         )
+        self._runner: LocalRunner | None = None
+        #: First attempts this process runs, by job id, while they run.
+        self._local_runs: dict[str, asyncio.Task[JobRecord | None]] = {}
+
+    def use_local_runner(self, runner: LocalRunner | None) -> None:
+        """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
+        self._runner = runner
 
     async def create_job(
         self, principal: Principal, idempotency_key: str, body: Any
@@ -162,23 +169,46 @@ class JobService:
             print_ = fingerprint(name, body["input"], requested)
         except UnfingerprintableInput as exc:
             raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
-        result = await self.store.create_or_get(
-            NewJob(
-                owner_id=principal.owner_id,
-                idempotency_key=idempotency_key,
-                fingerprint=print_,
-                contract=name,
-                provider=primary,
-                requested_provider=requested,
-                input=body["input"],
-            )
+        new = NewJob(
+            owner_id=principal.owner_id,
+            idempotency_key=idempotency_key,
+            fingerprint=print_,
+            contract=name,
+            provider=primary,
+            requested_provider=requested,
+            input=body["input"],
         )
+        result = await self._create(new)
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
             self.metrics.job_replayed()
         else:
             self.metrics.job_conflicted()
+        return result
+
+    async def _create(self, new: NewJob) -> CreateResult:
+        """Insert the job; when a local runner is free, claim and start its first attempt.
+
+        Running the first attempt where the request is saves the notify, wake-up and
+        claim transaction; the claim is a lease like any other (R7).
+        """
+        runner = self._runner
+        claim = await runner.reserve(new.provider) if runner is not None else None
+        if runner is None or claim is None:
+            return await self.store.create_or_get(new)
+        try:
+            result = await self.store.create_or_get(new, claim)
+        except BaseException:
+            runner.release()
+            raise
+        if result.claimed is None:
+            runner.release()
+            return result
+        task = runner.run_claimed(result.claimed)
+        job_id = result.job.id
+        self._local_runs[job_id] = task
+        task.add_done_callback(lambda _: self._local_runs.pop(job_id, None))
         return result
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
@@ -324,6 +354,16 @@ class JobService:
         if job.status.settled or seconds == 0:
             return job
         deadline = time.monotonic() + seconds
+        local = self._local_runs.get(job.id)
+        if local is not None:
+            # This process runs the attempt: its deciding transaction hands back the job,
+            # so there is nothing to re-read unless it did not settle it.
+            with contextlib.suppress(Exception):  # a timeout, or the run failed: re-read
+                decided = await asyncio.wait_for(asyncio.shield(local), seconds)
+                if decided is not None and decided.owner_id == job.owner_id:
+                    job = decided
+            if job.status.settled or time.monotonic() >= deadline:
+                return job
         hub = self.hub or ChangeHub()
         with hub.watch(job.id) as changed:
             while True:

@@ -24,6 +24,7 @@ from providers.factory import build_provider
 
 if TYPE_CHECKING:
     from gateway.app import Runtime
+    from gateway.service import JobService
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class DispatcherService:
         clock: Clock | None = None,
         worker_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        service: JobService | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
@@ -57,6 +59,7 @@ class DispatcherService:
         self._clock = clock
         self._worker_id = worker_id or settings.instance_id
         self._transport = transport
+        self._service = service
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
 
@@ -89,9 +92,13 @@ class DispatcherService:
             worker_id=self._worker_id,
         )
         await self.dispatcher.start()
+        if self._service is not None:
+            self._service.use_local_runner(self.dispatcher)
 
     async def stop(self) -> None:
         """Stop the runners gracefully, then close the client."""
+        if self._service is not None:
+            self._service.use_local_runner(None)
         try:
             if self.dispatcher is not None:
                 await self.dispatcher.stop()
@@ -115,6 +122,7 @@ def dispatcher_factory(
             certifications=runtime.certifications,
             metrics=metrics,
             clock=clock,
+            service=runtime.service,
         )
 
     return build

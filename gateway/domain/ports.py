@@ -6,6 +6,7 @@ conditional UPDATE; business outcomes come back as values (see ``records``).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ from gateway.domain.records import (
     AddAttemptResult,
     AttemptRecord,
     ClaimedAttempt,
+    ClaimSpec,
     CreateResult,
     EventRecord,
     FinalizeResult,
@@ -27,8 +29,11 @@ from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 class JobStore(Protocol):
     """Durable jobs and attempts: the database decides every race."""
 
-    async def create_or_get(self, new: NewJob) -> CreateResult:
-        """Insert the job, its first attempt and an event; on a key clash replay or conflict."""
+    async def create_or_get(self, new: NewJob, claim: ClaimSpec | None = None) -> CreateResult:
+        """Insert the job, its first attempt and events; on a key clash replay or conflict.
+
+        With ``claim``, a created job's first attempt is inserted claimed by that worker.
+        """
         ...
 
     async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
@@ -158,6 +163,22 @@ class JobStore(Protocol):
 
     async def close(self) -> None:
         """Dispose of the engine."""
+        ...
+
+
+class LocalRunner(Protocol):
+    """Run a new job's first attempt in the process that created it (the dispatcher fits)."""
+
+    async def reserve(self, provider: str) -> ClaimSpec | None:
+        """Take a free runner slot; None when every runner is busy (the job queues)."""
+        ...
+
+    def release(self) -> None:
+        """Give back a reserved slot that claimed nothing."""
+        ...
+
+    def run_claimed(self, claimed: ClaimedAttempt) -> asyncio.Task[JobRecord | None]:
+        """Run the claimed attempt in the reserved slot; the task returns the decided job."""
         ...
 
 

@@ -94,11 +94,34 @@ class CreateOutcome(enum.StrEnum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimedAttempt:
+    """An attempt a runner now owns (state ``running``, lease held)."""
+
+    attempt: AttemptRecord
+    job: JobRecord  #: without attempts
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """Claim the new job's first attempt in the creating transaction (DESIGN R7).
+
+    The attempt is inserted ``running`` with this worker's lease, like any claim, so a
+    crash of the creating process still ends as ``unknown`` through the reaper.
+    """
+
+    worker_id: str
+    lease_ttl: float  #: seconds
+    deadline_s: float  #: seconds the provider call may take
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class CreateResult:
     """The outcome of ``create_or_get`` and the job it concerns."""
 
     outcome: CreateOutcome
     job: JobRecord
+    #: The first attempt, claimed in the creating transaction (only when asked and created).
+    claimed: ClaimedAttempt | None = None
 
 
 class AddAttemptOutcome(enum.StrEnum):
@@ -143,14 +166,8 @@ class FinalizeResult:
     attempt_id: str
     winner: str | None = None  #: the attempt that won (``None`` when a cancel decided)
     job_status: JobStatus | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ClaimedAttempt:
-    """An attempt a runner now owns (state ``running``, lease held)."""
-
-    attempt: AttemptRecord
-    job: JobRecord  #: without attempts
+    #: The job as the deciding transaction left it, with its attempts (``None`` when stale).
+    job: JobRecord | None = None
 
 
 class TransitionOutcome(enum.StrEnum):

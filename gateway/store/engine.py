@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for the lock before failing
 PG_POOL_SIZE = 10  # connections per process
 PG_MAX_OVERFLOW = 20  # extra connections under bursts
+IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
+_CHECKED_IN = "onejob_checked_in_at"
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -33,8 +37,9 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if not is_sqlite(url):
         kwargs.setdefault("pool_size", PG_POOL_SIZE)
         kwargs.setdefault("max_overflow", PG_MAX_OVERFLOW)
-        kwargs.setdefault("pool_pre_ping", True)
-        return create_async_engine(url, **kwargs)
+        engine = create_async_engine(url, **kwargs)
+        _ping_when_idle(engine)
+        return engine
 
     kwargs.setdefault("pool_size", 8)
     kwargs.setdefault("max_overflow", 8)
@@ -58,6 +63,31 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _ping_when_idle(engine: AsyncEngine) -> None:
+    """Ping a pooled connection at checkout only when it sat idle for ``IDLE_PING_AFTER``.
+
+    A ping on every checkout (``pool_pre_ping``) is one more round trip per transaction.
+    A connection in steady use is known to be alive; one that sat idle may have been cut
+    by the server or a proxy, so it is tested, and replaced if dead. A connection cut
+    while in use still fails its transaction, which the HTTP layer answers with 503.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_CHECKED_IN] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_CHECKED_IN)
+        if since is None or time.monotonic() - since < IDLE_PING_AFTER:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # the pool retries the checkout on a fresh connection
+            raise DisconnectionError("pooled connection is dead") from exc
 
 
 def _alembic_config(url: str) -> Any:

@@ -9,7 +9,9 @@ same transaction. Dialect differences stay in this module.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -31,6 +33,7 @@ from gateway.domain.records import (
     AddAttemptResult,
     AttemptRecord,
     ClaimedAttempt,
+    ClaimSpec,
     CreateOutcome,
     CreateResult,
     EventRecord,
@@ -144,6 +147,9 @@ class SqlJobStore:
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory()
         self._sqlite = engine.dialect.name == "sqlite"
+        self._write_lock: contextlib.AbstractAsyncContextManager[Any] = (
+            asyncio.Lock() if self._sqlite else contextlib.nullcontext()
+        )
         self._insert: Callable[..., Any] = sqlite.insert if self._sqlite else postgresql.insert
 
     # -- plumbing ------------------------------------------------------------------------
@@ -155,14 +161,18 @@ class SqlJobStore:
     async def _tx(self) -> AsyncIterator[_Tx]:
         """Run one write transaction; publish its wake-ups after it commits."""
         tx = _Tx()
-        async with self.engine.begin() as conn:
+        # SQLite has one write lock per file: queue this process's writers on an asyncio
+        # lock (FIFO, no polling) instead of letting each sleep in the driver's busy
+        # handler. Other processes still wait through ``busy_timeout``.
+        async with self._write_lock, self.engine.begin() as conn:
             tx.conn = conn
             yield tx
             if not self._sqlite:
-                for job_id in tx.jobs:
-                    await conn.execute(sa.select(sa.func.pg_notify(JOBS_CHANNEL, job_id)))
+                notes = [sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs]
                 if tx.attempt_created:
-                    await conn.execute(sa.select(sa.func.pg_notify(ATTEMPTS_CHANNEL, "")))
+                    notes.append(sa.func.pg_notify(ATTEMPTS_CHANNEL, ""))
+                if notes:  # one round trip for all of them
+                    await conn.execute(sa.select(*notes))
         for job_id in tx.jobs:
             self.hub.publish_job(job_id)
         if tx.attempt_created:
@@ -191,6 +201,19 @@ class SqlJobStore:
                 detail=scrub(detail or {}),
                 at=self._now(),
             )
+        )
+
+    async def _events(
+        self, conn: AsyncConnection, rows: Sequence[tuple[str, str, dict[str, Any], str | None]]
+    ) -> None:
+        """Append several audit events in one statement: ``(job_id, kind, detail, attempt)``."""
+        at = self._now()
+        await conn.execute(
+            job_events.insert(),
+            [
+                {"job_id": j, "attempt_id": a, "kind": k, "detail": scrub(d), "at": at}
+                for j, k, d, a in rows
+            ],
         )
 
     async def _lock_job(self, conn: AsyncConnection, job_id: str) -> Any:
@@ -274,11 +297,13 @@ class SqlJobStore:
 
     # -- creation -------------------------------------------------------------------------
 
-    async def create_or_get(self, new: NewJob) -> CreateResult:
+    async def create_or_get(self, new: NewJob, claim: ClaimSpec | None = None) -> CreateResult:
         """Insert the job, its first attempt and events; on a key clash replay or conflict.
 
         ``INSERT ... ON CONFLICT (owner_id, idempotency_key) DO NOTHING``: the UNIQUE
         constraint decides, with no read before the insert and no aborted transaction.
+        With ``claim``, a new job's first attempt is inserted already claimed (``running``,
+        leased to ``claim.worker_id``), so the creating process can run it at once.
         """
         now = self._now()
         job_id = self.ids.new("job")
@@ -296,7 +321,7 @@ class SqlJobStore:
                         provider=new.provider,
                         requested_provider=new.requested_provider,
                         input=new.input,
-                        status=JobStatus.QUEUED.value,
+                        status=(JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
                         version=1,
                         created_at=now,
                         updated_at=now,
@@ -306,17 +331,10 @@ class SqlJobStore:
                 )
             ).one_or_none()
             if inserted is not None:
-                await self._event(
-                    conn,
-                    job_id,
-                    "job_created",
-                    {"contract": new.contract, "provider": new.provider},
-                )
-                first = await self._insert_attempt(
-                    conn, tx, job_id, 1, new.provider, AttemptReason.INITIAL
-                )
+                first = await self._insert_first_attempt(conn, tx, new, job_id, now, claim)
                 job = dataclasses.replace(_job(inserted), attempts=(first,))
-                return CreateResult(CreateOutcome.CREATED, job)
+                claimed = ClaimedAttempt(first, _job(inserted)) if claim is not None else None
+                return CreateResult(CreateOutcome.CREATED, job, claimed)
 
             row = (
                 await conn.execute(
@@ -332,6 +350,50 @@ class SqlJobStore:
                 return CreateResult(CreateOutcome.REPLAYED, existing)
             await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
             return CreateResult(CreateOutcome.CONFLICT, existing)
+
+    async def _insert_first_attempt(
+        self,
+        conn: AsyncConnection,
+        tx: _Tx,
+        new: NewJob,
+        job_id: str,
+        now: dt.datetime,
+        claim: ClaimSpec | None,
+    ) -> AttemptRecord:
+        """Insert attempt 1 (claimed when asked) and the creation events, in one go each."""
+        attempt_id = self.ids.new("att")
+        values: dict[str, Any] = {
+            "id": attempt_id,
+            "job_id": job_id,
+            "number": 1,
+            "provider": new.provider,
+            "reason": AttemptReason.INITIAL.value,
+            "state": A.STARTING.value,
+            "downstream_key": f"{job_id}/1",
+            "created_at": now,
+        }
+        created = {"number": 1, "provider": new.provider, "reason": AttemptReason.INITIAL.value}
+        events: list[tuple[str, str, dict[str, Any], str | None]] = [
+            (job_id, "job_created", {"contract": new.contract, "provider": new.provider}, None),
+            (job_id, "attempt_created", created, attempt_id),
+        ]
+        if claim is not None:
+            values.update(
+                state=A.RUNNING.value,
+                read_version=1,
+                lease_owner=claim.worker_id,
+                lease_expires_at=now + dt.timedelta(seconds=claim.lease_ttl),
+                deadline_at=now + dt.timedelta(seconds=claim.deadline_s),
+                started_at=now,
+            )
+            running = {"worker": claim.worker_id, "read_version": 1, "in_process": True}
+            events.append((job_id, "attempt_running", running, attempt_id))
+        else:
+            # Only an unclaimed attempt needs a runner woken, here or in another process.
+            tx.attempt_created = True
+        row = (await conn.execute(attempts.insert().values(**values).returning(*attempts.c))).one()
+        await self._events(conn, events)
+        return _attempt(row)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -706,8 +768,8 @@ class SqlJobStore:
 
     async def _cas(
         self, conn: AsyncConnection, job_id: str, read_version: int, attempt_id: str, result: Any
-    ) -> bool:
-        """The compare-and-swap of R5; True when this attempt's result became the job's."""
+    ) -> Any:
+        """The compare-and-swap of R5; the job row when this attempt's result became the job's."""
         won = await conn.execute(
             jobs.update()
             .where(
@@ -723,8 +785,9 @@ class SqlJobStore:
                 version=jobs.c.version + 1,
                 updated_at=self._now(),
             )
+            .returning(*jobs.c)
         )
-        return won.rowcount == 1
+        return won.one_or_none()
 
     async def _lose(
         self,
@@ -763,6 +826,7 @@ class SqlJobStore:
             attempt_id,
             winner=job_row.completed_by,
             job_status=JobStatus(job_row.status),
+            job=await self._load(conn, job_id),
         )
 
     async def finalize(
@@ -784,7 +848,8 @@ class SqlJobStore:
                 return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
             job_id = current.job_id
             tx.jobs.add(job_id)
-            if not await self._cas(conn, job_id, current.read_version, attempt_id, result):
+            job_row = await self._cas(conn, job_id, current.read_version, attempt_id, result)
+            if job_row is None:
                 return await self._lose(conn, job_id, attempt_id, [A.RUNNING])
             row = await self._move(
                 conn,
@@ -809,6 +874,7 @@ class SqlJobStore:
                 attempt_id,
                 winner=attempt_id,
                 job_status=JobStatus.SUCCEEDED,
+                job=_job(job_row, await self._attempt_rows(conn, job_id)),
             )
 
     async def _cancel_unsent(self, conn: AsyncConnection, job_id: str, why: str) -> list[str]:
@@ -893,7 +959,7 @@ class SqlJobStore:
                 )
             detail = {"outcome": outcome.value, "note": note}
             if outcome is A.SUCCEEDED:
-                if not await self._cas(conn, job_id, current.read_version, attempt_id, result):
+                if await self._cas(conn, job_id, current.read_version, attempt_id, result) is None:
                     await self._lose(conn, job_id, attempt_id, [A.UNKNOWN])
                     await self._event(
                         conn, job_id, "attempt_resolved", {**detail, "won": False}, attempt_id

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments and serve."""
     parser = argparse.ArgumentParser(prog="python -m scenarios.load.gateway_proc")
     parser.add_argument("--settings", required=True, help="Settings as a JSON file")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
     settings = Settings.model_validate_json(Path(args.settings).read_text(encoding="utf-8"))
     configure_logging(settings.log_level)

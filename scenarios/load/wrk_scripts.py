@@ -1,0 +1,110 @@
+"""The wrk Lua scripts the comparison drives the gateway and the upstream with.
+
+Every script's ``done`` prints one JSON line (``WRK_RESULT {...}``) with the request count,
+percentiles and how many answers were what the run expects, so the benchmark never counts
+an error page as throughput.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: Shared by every script: thread ids, counters, and the JSON summary in ``done``.
+_COMMON = r"""
+local threads = {}
+local next_tid = 0
+function setup(thread)
+  next_tid = next_tid + 1
+  thread:set("tid", next_tid)
+  table.insert(threads, thread)
+end
+function init(args)
+  prefix = args[1] or "run"
+  counter = 0
+  ok = 0
+  bad = 0
+end
+function response(status, headers, body)
+  if status == EXPECT_STATUS_A or status == EXPECT_STATUS_B then
+    if EXPECT_BODY == nil or string.find(body, EXPECT_BODY, 1, true) then
+      ok = ok + 1
+      return
+    end
+  end
+  bad = bad + 1
+  if bad <= 3 then io.stderr:write("unexpected answer " .. status .. ": " .. string.sub(body, 1, 300) .. "\n") end
+end
+function done(summary, latency, requests)
+  local good, wrong = 0, 0
+  for _, t in ipairs(threads) do
+    good = good + (t:get("ok") or 0)
+    wrong = wrong + (t:get("bad") or 0)
+  end
+  io.write(string.format(
+    'WRK_RESULT {"requests": %d, "duration_us": %d, "ok": %d, "bad": %d, '
+    .. '"socket_errors": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, "mean_us": %.1f}\n',
+    summary.requests, summary.duration, good, wrong,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.mean))
+end
+"""
+
+
+def _script(body: str, *, statuses: tuple[int, int], expect_body: str | None) -> str:
+    expect = "nil" if expect_body is None else json.dumps(expect_body)
+    return (
+        f"EXPECT_STATUS_A = {statuses[0]}\nEXPECT_STATUS_B = {statuses[1]}\n"
+        f"EXPECT_BODY = {expect}\n" + _COMMON + body
+    )
+
+
+def create_jobs(key: str, payload: str, *, wait: int | None) -> str:
+    """POST a new job per request (a unique Idempotency-Key per thread and counter)."""
+    prefer = f'["Prefer"] = "wait={wait}",' if wait else ""
+    body = f"""
+function request()
+  counter = counter + 1
+  return wrk.format("POST", "/v1/jobs", {{
+    ["Authorization"] = "Bearer {key}",
+    ["Content-Type"] = "application/json",
+    {prefer}
+    ["Idempotency-Key"] = prefix .. "-" .. tid .. "-" .. counter,
+  }}, {json.dumps(payload)})
+end
+"""
+    if wait:
+        return _script(body, statuses=(201, 201), expect_body='"status":"succeeded"')
+    return _script(body, statuses=(201, 201), expect_body=None)
+
+
+def replay_jobs(key: str, payload: str, keys: int) -> str:
+    """POST the same requests again: every Idempotency-Key already names a job (200)."""
+    body = f"""
+function request()
+  counter = counter + 1
+  return wrk.format("POST", "/v1/jobs", {{
+    ["Authorization"] = "Bearer {key}",
+    ["Content-Type"] = "application/json",
+    ["Idempotency-Key"] = "replay-" .. (counter % {keys}),
+  }}, {json.dumps(payload)})
+end
+"""
+    return _script(body, statuses=(200, 200), expect_body=None)
+
+
+def upstream_calls(payload: str) -> str:
+    """POST a Chat Completions request to the upstream itself."""
+    body = f"""
+function request()
+  return wrk.format("POST", "/v1/chat/completions",
+    {{["Content-Type"] = "application/json"}}, {json.dumps(payload)})
+end
+"""
+    return _script(body, statuses=(200, 200), expect_body="chat.completion")
+
+
+def write(path: Path, text: str) -> Path:
+    """Write a script and return its path."""
+    path.write_text(text, encoding="utf-8")
+    return path
