@@ -14,13 +14,20 @@ File format::
           "repeats": 3, "cases": 17,
           "pass_rates": {"render": 1.0, "transport": 1.0, "schema": 1.0, "model": 1.0,
                          "semantics": 1.0, "stability": 1.0},
-          "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}]
+          "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}],
+          "run_id": "cert-...", "reported_models": ["sim-gpt"],
+          "evidence": {"<case>": {"agree": {...} | null, "answers": [...],
+                                  "provider_ids": [...], "models": [...]}}
         }
       ]
     }
 
 One entry per (contract, fingerprint, provider, model, adapter version, mode); writing an
 entry with the same key replaces it. Only ``live`` and ``record`` certificates count.
+``run_id``, ``reported_models`` and ``evidence`` extend the format compatibly: a
+certificate without evidence is read, but allows no failover (``no agreement evidence
+with P``), since agreement is computed from the two certificates' evidence
+(``contracts.evidence``).
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ class Verdict:
     allowed: bool
     #: ``certified``, ``missing certificate for P on C``, ``failed``, ``expired``,
     #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``,
-    #: ``disagrees with primary``.
+    #: ``no agreement evidence with P``, ``disagrees with primary``.
     reason: str
     detail: str = ""  #: one human sentence naming the provider and the certificate
 
@@ -234,7 +241,7 @@ class CertificationRegistry:
         *,
         now: dt.datetime | None = None,
     ) -> Verdict:
-        """Say whether ``fallback`` may replace ``primary`` for ``contract`` (both certified)."""
+        """Say whether ``fallback`` may replace ``primary``: both certified, evidence agrees."""
         verdict, f_entry = self._certificate(contract, fallback, now, None)
         if not verdict.allowed:
             return verdict
