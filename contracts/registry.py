@@ -144,6 +144,21 @@ class CertificationRegistry:
             os.replace(tmp, self.path)
             self._stamp = None  # force a re-read on next access
 
+    def latest_certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+        """Return the newest live/record certificate of ``provider`` for ``contract``, if any.
+
+        This is the certificate an operator wants to see next to a verdict; the verdict
+        itself (``can_failover``) still decides whether it counts.
+        """
+        mine = [
+            e
+            for e in self.entries()
+            if e.get("contract") == contract
+            and e.get("provider") == provider
+            and e.get("mode") in CERTIFYING_MODES
+        ]
+        return dict(max(mine, key=lambda e: e["certified_at"])) if mine else None
+
     def certificate_verdict(
         self,
         contract: Contract,

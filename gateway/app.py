@@ -18,6 +18,7 @@ from litestar import Litestar
 from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import JobStore
+from gateway.http.console import console_router
 from gateway.http.responses import handle_exception
 from gateway.http.routes import healthz, metrics_endpoint, readyz, v1_router
 from gateway.logging import access_log_middleware
@@ -158,7 +159,7 @@ def create_app(
                 await the_store.close()
 
     return Litestar(
-        route_handlers=[v1_router(), healthz, readyz, metrics_endpoint],
+        route_handlers=[v1_router(), console_router(), healthz, readyz, metrics_endpoint],
         lifespan=[lifespan],
         exception_handlers={Exception: handle_exception},
         middleware=[access_log_middleware],

@@ -11,7 +11,6 @@ import contextlib
 import importlib
 import logging
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.logging import configure_logging
@@ -65,6 +64,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     _settings_args(serve)
     serve.add_argument("--host", help="default 127.0.0.1 ($ONEJOB_HOST)")
     serve.add_argument("--port", type=int, help="default 8000 ($ONEJOB_PORT)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes on one socket (default: $ONEJOB_WORKERS, else 1)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     db = sub.add_parser("db", help="database schema")
@@ -104,7 +108,9 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure_logging(settings.log_level)
     asyncio.run(upgrade_database(settings.database_url))
-    print(f"database is at the newest schema: {_redacted(settings.database_url)}", file=sys.stderr)
+    from gateway.server import redacted
+
+    print(f"database is at the newest schema: {redacted(settings.database_url)}", file=sys.stderr)
     return 0
 
 
@@ -135,56 +141,17 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Migrate, start the bundled simulator if configured, and serve until interrupted."""
-    settings = _settings(args, host=args.host, port=args.port)
+    from gateway.server import run_event_loop, serve, serve_workers
+
+    settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
     configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(settings))
+        if settings.workers > 1:
+            serve_workers(settings)
+        else:
+            run_event_loop(serve(settings))
     return 0
 
 
-async def serve(settings: Settings) -> None:
-    """Serve the gateway (and the simulator when ``settings.simulator.enabled``)."""
-    import uvicorn
-
-    from gateway.app import create_app
-    from gateway.store import upgrade_database
-
-    await upgrade_database(settings.database_url)
-    async with _simulator(settings):
-        config = uvicorn.Config(
-            create_app(settings),
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-        )
-        log.info(
-            "serving onejob",
-            extra={
-                "url": f"http://{settings.host}:{settings.port}",
-                "database": _redacted(settings.database_url),
-            },
-        )
-        await uvicorn.Server(config).serve()
-
-
-@contextlib.asynccontextmanager
-async def _simulator(settings: Settings) -> AsyncIterator[None]:
-    if not settings.simulator.enabled:
-        yield
-        return
-    from providers.simulator.server import run_simulator
-
-    async with run_simulator(port=settings.simulator.port, host=settings.simulator.host) as sim:
-        log.info("bundled simulator listening", extra={"url": sim.base_url})
-        yield
-
-
-def _redacted(url: str) -> str:
-    """Hide a password in a database URL."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url
-    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+if __name__ == "__main__":
+    sys.exit(main())

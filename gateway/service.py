@@ -6,8 +6,6 @@ closed) come back as the store's result values. The HTTP layer maps both in one 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import re
 import time
@@ -49,6 +47,20 @@ MAX_WAIT = 60.0  # seconds, the longest ``Prefer: wait`` honoured
 WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other processes, SQLite)
 MAX_PAGE = 100  # jobs per page
 RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
+#: What ``GET /v1/certifications`` shows of each certificate behind a verdict.
+CERTIFICATE_FIELDS = (
+    "verdict",
+    "mode",
+    "model",
+    "adapter_version",
+    "contract_fingerprint",
+    "certified_at",
+    "expires_at",
+    "repeats",
+    "cases",
+    "pass_rates",
+    "failures",
+)
 _CREATE_FIELDS = frozenset({"contract", "input", "provider"})
 #: What our ids look like (``job_01J...``); anything else is not found without a query.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -136,8 +148,6 @@ class JobService:
             self.certifications,
         )
         self._runner: LocalRunner | None = None
-        #: First attempts this process runs, by job id, while they run.
-        self._local_runs: dict[str, asyncio.Task[JobRecord | None]] = {}
 
     def use_local_runner(self, runner: LocalRunner | None) -> None:
         """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
@@ -205,10 +215,7 @@ class JobService:
         if result.claimed is None:
             runner.release()
             return result
-        task = runner.run_claimed(result.claimed)
-        job_id = result.job.id
-        self._local_runs[job_id] = task
-        task.add_done_callback(lambda _: self._local_runs.pop(job_id, None))
+        runner.run_claimed(result.claimed)
         return result
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
@@ -223,6 +230,15 @@ class JobService:
         """Return the audit trail of one of the caller's jobs."""
         job = await self.get_job(principal, job_id)
         return await self.store.events(job.id)
+
+    async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""
+        self.require_admin(principal)
+        _check_id(job_id, "job")
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
 
     async def list_jobs(
         self,
@@ -348,35 +364,35 @@ class JobService:
             raise NotFound(f"No attempt {attempt_id!r}.")
         return res
 
-    async def wait_for(self, job: JobRecord, seconds: float) -> JobRecord:
-        """Return ``job`` once it is settled or ``seconds`` have passed, whichever is first."""
+    async def wait_for(self, job: JobRecord, seconds: float, *, fresh: bool = False) -> JobRecord:
+        """Return ``job`` once it is settled or ``seconds`` have passed, whichever is first.
+
+        A change made in this process hands the waiter the job as its transaction
+        committed it, so nothing is re-read; a change from another process (or none,
+        within the poll interval) makes the waiter re-read. ``fresh``: ``job`` comes from
+        this process's own creating transaction, so the first read is skipped.
+        """
         seconds = max(0.0, min(seconds, MAX_WAIT))
         if job.status.settled or seconds == 0:
             return job
         deadline = time.monotonic() + seconds
-        local = self._local_runs.get(job.id)
-        if local is not None:
-            # This process runs the attempt: its deciding transaction hands back the job,
-            # so there is nothing to re-read unless it did not settle it.
-            with contextlib.suppress(Exception):  # a timeout, or the run failed: re-read
-                decided = await asyncio.wait_for(asyncio.shield(local), seconds)
-                if decided is not None and decided.owner_id == job.owner_id:
-                    job = decided
-            if job.status.settled or time.monotonic() >= deadline:
-                return job
         hub = self.hub or ChangeHub()
-        with hub.watch(job.id) as changed:
+        with hub.watch(job.id) as watch:
+            stale = not fresh
             while True:
-                fresh = await self.store.get_job(job.id, job.owner_id)
-                if fresh is None:
-                    return job
-                job = fresh
+                if stale:
+                    again = await self.store.get_job(job.id, job.owner_id)
+                    if again is None:
+                        return job
+                    job = again
                 remaining = deadline - time.monotonic()
                 if job.status.settled or remaining <= 0:
                     return job
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(remaining, WAIT_POLL_INTERVAL))
-                changed.clear()
+                await watch.wait(min(remaining, WAIT_POLL_INTERVAL))
+                record = watch.take()
+                stale = record is None
+                if record is not None:
+                    job = record
 
     def certifications_matrix(self) -> list[dict[str, Any]]:
         """Return the effective failover matrix: one row per contract and configured fallback."""
@@ -388,6 +404,7 @@ class JobService:
             primary = self.settings.providers.get(route.primary)
             for fallback_name in route.fallbacks:
                 fallback = self.settings.providers.get(fallback_name)
+                detail = ""
                 if primary is None or fallback is None:
                     allowed, reason = False, "provider not configured"
                 else:
@@ -395,6 +412,7 @@ class JobService:
                         self.catalog[name], primary, fallback
                     )
                     allowed, reason = verdict.allowed, str(verdict.reason)
+                    detail = str(getattr(verdict, "detail", ""))
                 rows.append(
                     {
                         "contract": name,
@@ -402,9 +420,21 @@ class JobService:
                         "fallback": fallback_name,
                         "allowed": allowed,
                         "reason": reason,
+                        "detail": detail,
+                        "fingerprint": getattr(self.catalog[name], "fingerprint", None),
+                        "primary_certificate": self._certificate(name, route.primary),
+                        "fallback_certificate": self._certificate(name, fallback_name),
                     }
                 )
         return rows
+
+    def _certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+        """Summarize the newest certificate behind a verdict (when the policy keeps them)."""
+        lookup = getattr(self.certifications, "latest_certificate", None)
+        entry = lookup(contract, provider) if lookup is not None else None
+        if entry is None:
+            return None
+        return {field: entry.get(field) for field in CERTIFICATE_FIELDS}
 
     async def render_metrics(self) -> tuple[bytes, str]:
         """Refresh the database-derived gauges and return the Prometheus exposition."""

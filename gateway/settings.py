@@ -66,6 +66,8 @@ class Settings(BaseModel):
     instance_id: str = Field(default_factory=lambda: f"gw-{os.getpid()}")
     certifications_path: str = "reports/certifications.json"
     max_body_bytes: int = 1024 * 1024
+    #: Server processes on one socket (``onejob serve --workers``), each with a dispatcher.
+    workers: int = Field(default=1, ge=1, le=64)
     log_level: str = "INFO"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
@@ -128,6 +130,7 @@ _ENV_FIELDS = {
     "ONEJOB_INSTANCE_ID": "instance_id",
     "ONEJOB_CERTIFICATIONS": "certifications_path",
     "ONEJOB_LOG_LEVEL": "log_level",
+    "ONEJOB_WORKERS": "workers",
 }
 
 

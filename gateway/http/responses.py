@@ -180,9 +180,10 @@ def cancel_response(result: TransitionResult) -> Response[Any]:
 def resolve_response(result: TransitionResult) -> Response[Any]:
     """Answer ``POST /v1/admin/attempts/{id}/resolve``: 200 resolved, 409 not unknown."""
     if result.outcome is TransitionOutcome.DONE:
+        attempt = result.attempt
         return Response(
             content={
-                "attempt": admin_attempt_view(result.attempt) if result.attempt else None,
+                "attempt": admin_attempt_view(attempt, result.job) if attempt else None,
                 "job": job_view(result.job) if result.job else None,
             },
             status_code=200,

@@ -56,12 +56,12 @@ def preferred_wait(request: Request[Any, Any, Any]) -> float | None:
 
 
 async def _maybe_wait(
-    request: Request[Any, Any, Any], service: JobService, job: Any
+    request: Request[Any, Any, Any], service: JobService, job: Any, *, fresh: bool = False
 ) -> tuple[Any, dict[str, str]]:
     seconds = preferred_wait(request)
     if seconds is None:
         return job, {}
-    job = await service.wait_for(job, seconds)
+    job = await service.wait_for(job, seconds, fresh=fresh)
     return job, {"Preference-Applied": f"wait={int(seconds)}"}
 
 
@@ -75,7 +75,8 @@ async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Resp
     note_job(request, result.job.id)
     if result.outcome is CreateOutcome.CONFLICT:
         return created_response(result, result.job)  # nothing to wait for
-    job, headers = await _maybe_wait(request, service, result.job)
+    created = result.outcome is CreateOutcome.CREATED
+    job, headers = await _maybe_wait(request, service, result.job, fresh=created)
     response = created_response(result, job)
     response.headers.update(headers)
     return response
@@ -154,8 +155,32 @@ async def admin_attempts(
     limit: FromQuery[int] = 100,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
-    attempts = await service_of(request).list_attempts(principal, attempt_state, limit=limit)
-    return Response(content={"attempts": [admin_attempt_view(a) for a in attempts]})
+    service = service_of(request)
+    attempts = await service.list_attempts(principal, attempt_state, limit=limit)
+    jobs = {a.job_id: await service.store.get_job(a.job_id) for a in attempts}  # owner, contract
+    views = [admin_attempt_view(a, jobs[a.job_id]) for a in attempts]
+    return Response(content={"attempts": views})
+
+
+@get("/admin/jobs/{job_id:str}")
+async def admin_job(
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+) -> Response[Any]:
+    """Return any owner's job with its attempts (admin)."""
+    note_job(request, job_id)
+    return job_response(await service_of(request).get_any_job(principal, job_id))
+
+
+@get("/admin/jobs/{job_id:str}/events")
+async def admin_job_events(
+    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+) -> Response[Any]:
+    """Return any owner's job's audit trail, oldest first (admin)."""
+    note_job(request, job_id)
+    service = service_of(request)
+    job = await service.get_any_job(principal, job_id)
+    events = await service.store.events(job.id)
+    return Response(content={"job_id": job.id, "events": [event_view(e) for e in events]})
 
 
 @post("/admin/attempts/{attempt_id:str}/resolve")
@@ -174,6 +199,12 @@ async def admin_resolve(
     if result.job is not None:
         note_job(request, result.job.id)
     return resolve_response(result)
+
+
+@get("/me")
+async def who_am_i(principal: Caller) -> Response[Any]:
+    """Say whose key this is and what it may do (the console asks before showing admin views)."""
+    return Response(content={"owner": principal.owner_id, "scopes": sorted(principal.scopes)})
 
 
 @get("/certifications")
@@ -216,11 +247,14 @@ def v1_router() -> Router:
             job_events,
             get_job,
             list_jobs,
+            who_am_i,
             add_attempt,
             cancel_job,
             list_contracts,
             list_certifications,
             admin_attempts,
+            admin_job_events,
+            admin_job,
             admin_resolve,
         ],
         dependencies={"principal": Provide(authenticate)},

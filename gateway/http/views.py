@@ -31,11 +31,13 @@ def attempt_view(attempt: AttemptRecord) -> dict[str, Any]:
     }
 
 
-def admin_attempt_view(attempt: AttemptRecord) -> dict[str, Any]:
-    """Describe one attempt to an admin: with its job and timing details."""
+def admin_attempt_view(attempt: AttemptRecord, job: JobRecord | None = None) -> dict[str, Any]:
+    """Describe one attempt to an admin: with its job, owner and timing details."""
     return {
         **attempt_view(attempt),
         "job_id": attempt.job_id,
+        "owner": job.owner_id if job is not None else None,
+        "contract": job.contract if job is not None else None,
         "downstream_key": attempt.downstream_key,
         "provider_request_id": attempt.provider_request_id,
         "lease_owner": attempt.lease_owner,

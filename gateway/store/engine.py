@@ -59,6 +59,8 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
+        if conn.get_execution_options().get("onejob_autocommit"):
+            return  # one statement on its own: SQLite runs it in an implicit transaction
         mode = "DEFERRED" if conn.get_execution_options().get("onejob_readonly") else "IMMEDIATE"
         conn.exec_driver_sql(f"BEGIN {mode}")
 

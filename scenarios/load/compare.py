@@ -68,7 +68,9 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run_wrk(url: str, script: Path, *, connections: int, duration: float, prefix: str) -> dict[str, Any]:
+def run_wrk(
+    url: str, script: Path, *, connections: int, duration: float, prefix: str
+) -> dict[str, Any]:
     """Run wrk and return its ``WRK_RESULT`` line as a dict (with ``rps``)."""
     prefix = f"{prefix}-{secrets.token_hex(3)}"  # every run makes new jobs
     threads = min(WRK_THREADS, connections)
@@ -196,7 +198,9 @@ def pgbench(url: str, clients: int, duration: float, work: Path) -> dict[str, An
 # -- processes ---------------------------------------------------------------------------------
 
 
-def gateway_settings(url: str, port: int, upstream: str, *, dispatcher: bool, runners: int, work: Path) -> Path:
+def gateway_settings(
+    url: str, port: int, upstream: str, *, dispatcher: bool, runners: int, work: Path
+) -> Path:
     """Write the gateway's settings (one provider: the upstream) and return the file."""
     settings = Settings.model_validate(
         {
@@ -249,7 +253,9 @@ async def seed_replay_keys(base: str, key: str, payload: dict[str, Any]) -> None
 # -- the run -----------------------------------------------------------------------------------
 
 
-async def run_database(kind: str, args: argparse.Namespace, upstream: str, work: Path) -> dict[str, Any]:
+async def run_database(
+    kind: str, args: argparse.Namespace, upstream: str, work: Path
+) -> dict[str, Any]:
     """Measure one database: pgbench (PostgreSQL), creation, replay, sync."""
     out: dict[str, Any] = {"database": kind}
     payload = {"contract": CONTRACT, "input": INPUT}
@@ -264,18 +270,28 @@ async def run_database(kind: str, args: argparse.Namespace, upstream: str, work:
                 say(f"  {out['pgbench'][-1]}")
 
         port = free_port()
-        cfg = gateway_settings(url, port, upstream, dispatcher=False, runners=args.runners, work=work)
+        cfg = gateway_settings(
+            url, port, upstream, dispatcher=False, runners=args.runners, work=work
+        )
         base = f"http://127.0.0.1:{port}"
         async with gateway(cfg, port, work, args.workers):
             say(f"[{kind}] creation, dispatcher off, 16 connections")
-            script = wrk_scripts.write(work / "create.lua", wrk_scripts.create_jobs(key, body, wait=None))
+            script = wrk_scripts.write(
+                work / "create.lua", wrk_scripts.create_jobs(key, body, wait=None)
+            )
             run_wrk(base, script, connections=2, duration=2, prefix="warm")
-            out["creation_16"] = run_wrk(base, script, connections=16, duration=args.duration, prefix="c16")
+            out["creation_16"] = run_wrk(
+                base, script, connections=16, duration=args.duration, prefix="c16"
+            )
             say(f"  {out['creation_16']['rps']} req/s, p50 {out['creation_16']['p50_ms']} ms")
             await seed_replay_keys(base, key, payload)
             say(f"[{kind}] replay, 16 connections")
-            script = wrk_scripts.write(work / "replay.lua", wrk_scripts.replay_jobs(key, body, REPLAY_KEYS))
-            out["replay_16"] = run_wrk(base, script, connections=16, duration=args.duration, prefix="r16")
+            script = wrk_scripts.write(
+                work / "replay.lua", wrk_scripts.replay_jobs(key, body, REPLAY_KEYS)
+            )
+            out["replay_16"] = run_wrk(
+                base, script, connections=16, duration=args.duration, prefix="r16"
+            )
             say(f"  {out['replay_16']['rps']} req/s, p50 {out['replay_16']['p50_ms']} ms")
 
     # The sync runs get a database of their own: the jobs queued above (no dispatcher)
@@ -283,17 +299,25 @@ async def run_database(kind: str, args: argparse.Namespace, upstream: str, work:
     with database(kind, work) as url:
         key = await prepare(url)
         port = free_port()
-        cfg = gateway_settings(url, port, upstream, dispatcher=True, runners=args.runners, work=work)
+        cfg = gateway_settings(
+            url, port, upstream, dispatcher=True, runners=args.runners, work=work
+        )
         base = f"http://127.0.0.1:{port}"
         async with gateway(cfg, port, work, args.workers) as pid:
-            script = wrk_scripts.write(work / "sync.lua", wrk_scripts.create_jobs(key, body, wait=30))
+            script = wrk_scripts.write(
+                work / "sync.lua", wrk_scripts.create_jobs(key, body, wait=30)
+            )
             run_wrk(base, script, connections=4, duration=2, prefix="warm")
             rss_before = tree_rss_kib(pid)
             say(f"[{kind}] sync durable jobs, 16 connections")
-            out["sync_16"] = run_wrk(base, script, connections=16, duration=args.duration, prefix="s16")
+            out["sync_16"] = run_wrk(
+                base, script, connections=16, duration=args.duration, prefix="s16"
+            )
             say(f"  {out['sync_16']['rps']} jobs/s, p50 {out['sync_16']['p50_ms']} ms")
             say(f"[{kind}] sync durable jobs, 1 connection")
-            out["sync_1"] = run_wrk(base, script, connections=1, duration=args.duration, prefix="s1")
+            out["sync_1"] = run_wrk(
+                base, script, connections=1, duration=args.duration, prefix="s1"
+            )
             say(f"  p50 {out['sync_1']['p50_ms']} ms, p99 {out['sync_1']['p99_ms']} ms")
             out["gateway_rss_kib"] = {"after_warmup": rss_before, "after_runs": tree_rss_kib(pid)}
     return out
@@ -327,11 +351,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         break
                 await asyncio.sleep(0.05)
             upstream_body = json.dumps({"model": "bench-gpt", "messages": []})
-            script = wrk_scripts.write(work / "upstream.lua", wrk_scripts.upstream_calls(upstream_body))
+            script = wrk_scripts.write(
+                work / "upstream.lua", wrk_scripts.upstream_calls(upstream_body)
+            )
             say("upstream alone, 16 connections and 1")
-            report["upstream_16"] = run_wrk(upstream, script, connections=16, duration=args.duration, prefix="u")
-            report["upstream_1"] = run_wrk(upstream, script, connections=1, duration=args.duration, prefix="u")
-            say(f"  {report['upstream_16']['rps']} req/s; p50 at 1 connection {report['upstream_1']['p50_ms']} ms")
+            report["upstream_16"] = run_wrk(
+                upstream, script, connections=16, duration=args.duration, prefix="u"
+            )
+            report["upstream_1"] = run_wrk(
+                upstream, script, connections=1, duration=args.duration, prefix="u"
+            )
+            say(
+                f"  {report['upstream_16']['rps']} req/s; p50 at 1 connection {report['upstream_1']['p50_ms']} ms"
+            )
             for kind in args.databases.split(","):
                 report["databases"].append(await run_database(kind, args, upstream, work))
             assert proc.poll() is None, "the upstream died"
@@ -359,7 +391,9 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         if "pgbench" in db:
             pg16 = next(p for p in db["pgbench"] if p["clients"] == 16)["tps"]
             r["P1_creation_vs_pgbench_16"] = round(db["creation_16"]["rps"] / pg16, 3)
-        r["P1_replay_vs_creation"] = round(db["replay_16"]["rps"] / max(db["creation_16"]["rps"], 0.1), 3)
+        r["P1_replay_vs_creation"] = round(
+            db["replay_16"]["rps"] / max(db["creation_16"]["rps"], 0.1), 3
+        )
         r["P2_sync_jobs_per_s_16"] = db["sync_16"]["rps"]
         r["P2_sync_vs_upstream_16"] = round(db["sync_16"]["rps"] / report["upstream_16"]["rps"], 4)
         r["P3_overhead_p50_ms"] = round(db["sync_1"]["p50_ms"] - upstream_p50, 3)
@@ -380,17 +414,30 @@ def summary(report: dict[str, Any]) -> str:
         kind = db["database"]
         r = report["ratios"][kind]
         if "pgbench" in db:
-            lines.append(f"[{kind}] pgbench creation SQL: " + ", ".join(f"{p['clients']} clients {p['tps']} TPS" for p in db["pgbench"]))
-            lines.append(f"[{kind}] P1 creation {db['creation_16']['rps']} req/s = {r['P1_creation_vs_pgbench_16']}x pgbench (goal >= {GOALS['P1_creation_vs_pgbench']}x)")
+            lines.append(
+                f"[{kind}] pgbench creation SQL: "
+                + ", ".join(f"{p['clients']} clients {p['tps']} TPS" for p in db["pgbench"])
+            )
+            lines.append(
+                f"[{kind}] P1 creation {db['creation_16']['rps']} req/s = {r['P1_creation_vs_pgbench_16']}x pgbench (goal >= {GOALS['P1_creation_vs_pgbench']}x)"
+            )
         else:
             lines.append(f"[{kind}] creation {db['creation_16']['rps']} req/s")
-        lines.append(f"[{kind}] P1 replay {db['replay_16']['rps']} req/s = {r['P1_replay_vs_creation']}x creation (goal >= 1x)")
+        lines.append(
+            f"[{kind}] P1 replay {db['replay_16']['rps']} req/s = {r['P1_replay_vs_creation']}x creation (goal >= 1x)"
+        )
         goal2 = GOALS["P2_sync_jobs_per_s"][kind]  # type: ignore[index]
-        lines.append(f"[{kind}] P2 sync {db['sync_16']['rps']} jobs/s at 16 connections (goal >= {goal2}); bad answers {db['sync_16']['bad'] + db['sync_16']['socket_errors']}")
+        lines.append(
+            f"[{kind}] P2 sync {db['sync_16']['rps']} jobs/s at 16 connections (goal >= {goal2}); bad answers {db['sync_16']['bad'] + db['sync_16']['socket_errors']}"
+        )
         goal3 = GOALS["P3_overhead_p50_ms"][kind]  # type: ignore[index]
-        lines.append(f"[{kind}] P3 overhead p50 {r['P3_overhead_p50_ms']} ms above the upstream (goal <= {goal3}); sync p50 {db['sync_1']['p50_ms']} ms, p99 {r['P3_sync_p99_ms']} ms")
+        lines.append(
+            f"[{kind}] P3 overhead p50 {r['P3_overhead_p50_ms']} ms above the upstream (goal <= {goal3}); sync p50 {db['sync_1']['p50_ms']} ms, p99 {r['P3_sync_p99_ms']} ms"
+        )
         rss = db["gateway_rss_kib"]
-        lines.append(f"[{kind}] gateway RSS {rss['after_warmup'] // 1024} MiB after warm-up, {rss['after_runs'] // 1024} MiB after the runs")
+        lines.append(
+            f"[{kind}] gateway RSS {rss['after_warmup'] // 1024} MiB after warm-up, {rss['after_runs'] // 1024} MiB after the runs"
+        )
     return "\n".join(lines)
 
 

@@ -9,11 +9,10 @@ no TOML round trip.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
-from gateway.cli import serve
+from gateway.server import run_event_loop, serve, serve_workers
 from gateway.logging import configure_logging
 from gateway.settings import Settings
 
@@ -25,8 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
     settings = Settings.model_validate_json(Path(args.settings).read_text(encoding="utf-8"))
+    settings = settings.model_copy(update={"workers": args.workers})
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings))
+    if args.workers > 1:
+        serve_workers(settings)
+    else:
+        run_event_loop(serve(settings))
     return 0
 
 

@@ -1,0 +1,168 @@
+"""Run the gateway's HTTP server: one process, or ``workers`` processes on one socket.
+
+Python runs one core per process, so a host serves with several worker processes
+(``onejob serve --workers N``) on one database: each has its own dispatcher, and the
+database decides every race between them as between hosts. The parent migrates once,
+starts the bundled simulator once (its own process), binds the socket, and supervises
+the workers (uvicorn's supervisor: it restarts a worker that dies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any
+
+from gateway.settings import Settings
+
+log = logging.getLogger("onejob.server")
+
+SETTINGS_ENV = "ONEJOB_WORKER_SETTINGS"  # the parent's settings as JSON, for the workers
+SIMULATOR_READY_TIMEOUT = 30.0  # seconds
+
+
+def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop where it is installed (the server's hot loop), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Return the uvicorn options every gateway process uses."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "log_config": None,  # gateway.logging writes JSON lines
+        "access_log": False,  # our middleware writes one access line per request
+        "lifespan": "on",
+        "http": "httptools",
+    }
+
+
+async def serve(settings: Settings) -> None:
+    """Migrate, then serve in this process (with the simulator when configured)."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.store import upgrade_database
+
+    await upgrade_database(settings.database_url)
+    async with _simulator_in_process(settings):
+        config = uvicorn.Config(create_app(settings), **uvicorn_options(settings))
+        _log_serving(settings)
+        await uvicorn.Server(config).serve()
+
+
+def serve_workers(settings: Settings) -> None:
+    """Migrate once, start the simulator once, then run ``settings.workers`` processes."""
+    import uvicorn
+
+    from gateway.store import upgrade_database
+
+    asyncio.run(upgrade_database(settings.database_url))
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()
+    with _simulator_process(settings):
+        _log_serving(settings)
+        uvicorn.run(
+            "gateway.server:worker_app",
+            factory=True,
+            workers=settings.workers,
+            loop="auto",
+            **uvicorn_options(settings),
+        )
+
+
+def worker_app() -> Any:
+    """Build one worker's app from the parent's settings (uvicorn calls this per worker)."""
+    from gateway.app import create_app
+    from gateway.logging import configure_logging
+
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    # Each process holds its own leases: a worker id names one process.
+    settings = settings.model_copy(
+        update={"instance_id": f"{settings.instance_id}-{os.getpid()}", "workers": 1}
+    )
+    configure_logging(settings.log_level)
+    return create_app(settings)
+
+
+def _log_serving(settings: Settings) -> None:
+    log.info(
+        "serving onejob",
+        extra={
+            "url": f"http://{settings.host}:{settings.port}",
+            "database": redacted(settings.database_url),
+            "workers": settings.workers,
+        },
+    )
+
+
+@contextlib.asynccontextmanager
+async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
+    if not settings.simulator.enabled:
+        yield
+        return
+    from providers.sim_cli import contract_catalog
+    from providers.simulator.server import run_simulator
+
+    sim_cfg = settings.simulator
+    async with run_simulator(
+        port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog
+    ) as sim:
+        log.info("bundled simulator listening", extra={"url": sim.base_url})
+        yield
+
+
+@contextlib.contextmanager
+def _simulator_process(settings: Settings) -> Iterator[None]:
+    """Run the bundled simulator as one process beside the workers (not one per worker)."""
+    if not settings.simulator.enabled:
+        yield
+        return
+    sim = settings.simulator
+    command = [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
+    proc = subprocess.Popen([*command, "--port", str(sim.port), "--log-level", "warning"])
+    try:
+        _wait_for_port(sim.host, sim.port, proc)
+        log.info("bundled simulator listening", extra={"url": f"http://{sim.host}:{sim.port}"})
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
+    import socket
+
+    deadline = time.monotonic() + SIMULATOR_READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the bundled simulator exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"the bundled simulator did not listen on {host}:{port}")
+
+
+def redacted(url: str) -> str:
+    """Hide a password in a database URL."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"

@@ -1,0 +1,234 @@
+"""Creation (R2) and the reads of jobs, attempts and events."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.domain.records import (
+    AttemptRecord,
+    ClaimedAttempt,
+    ClaimSpec,
+    CreateOutcome,
+    CreateResult,
+    EventRecord,
+    JobRecord,
+    NewJob,
+)
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.store.base import StoreBase, WriteTx
+from gateway.store.rows import (
+    MAX_LIST_LIMIT,
+    A,
+    attempt_record,
+    aware_utc,
+    decode_cursor,
+    encode_cursor,
+    job_record,
+)
+from gateway.store.statements import (
+    INSERT_ATTEMPT,
+)
+from gateway.store.tables import attempts, job_events, jobs
+
+log = logging.getLogger("onejob.store")
+
+
+class CreationAndReads(StoreBase):
+    """Create jobs (insert first, let the UNIQUE constraint decide) and read them."""
+
+    async def create_or_get(self, new: NewJob, claim: ClaimSpec | None = None) -> CreateResult:
+        """Insert the job, its first attempt and events; on a key clash replay or conflict.
+
+        ``INSERT ... ON CONFLICT (owner_id, idempotency_key) DO NOTHING``: the UNIQUE
+        constraint decides, with no read before the insert and no aborted transaction.
+        With ``claim``, a new job's first attempt is inserted already claimed (``running``,
+        leased to ``claim.worker_id``), so the creating process can run it at once.
+        """
+        now = self._now()
+        job_id = self.ids.new("job")
+        async with self._tx() as tx:
+            conn = tx.conn
+            inserted = (
+                await conn.execute(
+                    self._insert_job,
+                    {
+                        "id": job_id,
+                        "owner_id": new.owner_id,
+                        "idempotency_key": new.idempotency_key,
+                        "fingerprint": new.fingerprint,
+                        "contract": new.contract,
+                        "provider": new.provider,
+                        "requested_provider": new.requested_provider,
+                        "input": new.input,
+                        "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
+                )
+            ).one_or_none()
+            if inserted is not None:
+                first = await self._insert_first_attempt(conn, tx, new, job_id, now, claim)
+                job = dataclasses.replace(job_record(inserted), attempts=(first,))
+                claimed = ClaimedAttempt(first, job_record(inserted)) if claim is not None else None
+                return CreateResult(CreateOutcome.CREATED, job, claimed)
+
+            row = (
+                await conn.execute(
+                    sa.select(jobs).where(
+                        jobs.c.owner_id == new.owner_id,
+                        jobs.c.idempotency_key == new.idempotency_key,
+                    )
+                )
+            ).one()
+            existing = job_record(row, await self._attempt_rows(conn, row.id))
+            if existing.fingerprint == new.fingerprint:
+                await self._event(conn, existing.id, "replayed", {})
+                return CreateResult(CreateOutcome.REPLAYED, existing)
+            await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
+            return CreateResult(CreateOutcome.CONFLICT, existing)
+
+    async def _insert_first_attempt(
+        self,
+        conn: AsyncConnection,
+        tx: WriteTx,
+        new: NewJob,
+        job_id: str,
+        now: dt.datetime,
+        claim: ClaimSpec | None,
+    ) -> AttemptRecord:
+        """Insert attempt 1 (claimed when asked) and the creation events, in one go each."""
+        attempt_id = self.ids.new("att")
+        values: dict[str, Any] = {
+            "id": attempt_id,
+            "job_id": job_id,
+            "number": 1,
+            "provider": new.provider,
+            "reason": AttemptReason.INITIAL.value,
+            "state": A.STARTING.value,
+            "downstream_key": f"{job_id}/1",
+            "created_at": now,
+        }
+        created = {"number": 1, "provider": new.provider, "reason": AttemptReason.INITIAL.value}
+        events: list[tuple[str, str, dict[str, Any], str | None]] = [
+            (job_id, "job_created", {"contract": new.contract, "provider": new.provider}, None),
+            (job_id, "attempt_created", created, attempt_id),
+        ]
+        if claim is not None:
+            values.update(
+                state=A.RUNNING.value,
+                read_version=1,
+                lease_owner=claim.worker_id,
+                lease_expires_at=now + dt.timedelta(seconds=claim.lease_ttl),
+                deadline_at=now + dt.timedelta(seconds=claim.deadline_s),
+                started_at=now,
+            )
+            running = {"worker": claim.worker_id, "read_version": 1, "in_process": True}
+            events.append((job_id, "attempt_running", running, attempt_id))
+        else:
+            # Only an unclaimed attempt needs a runner woken, here or in another process.
+            tx.attempt_created = True
+        row = (await conn.execute(INSERT_ATTEMPT, values)).one()
+        await self._events(conn, events)
+        return attempt_record(row)
+
+    async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
+        """Load a job with its attempts (``owner_id`` None: any owner)."""
+        async with self._read() as conn:
+            return await self._load(conn, job_id, owner_id)
+
+    async def list_jobs(
+        self, owner_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> tuple[list[JobRecord], str | None]:
+        """List an owner's jobs newest first (ids are time-ordered ULIDs)."""
+        limit = max(1, min(limit, MAX_LIST_LIMIT))
+        query = sa.select(jobs).where(jobs.c.owner_id == owner_id)
+        if status is not None:
+            query = query.where(jobs.c.status == status.value)
+        if cursor:
+            query = query.where(jobs.c.id < decode_cursor(cursor))
+        query = query.order_by(jobs.c.id.desc()).limit(limit + 1)
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).all()
+            page = rows[:limit]
+            ids = [r.id for r in page]
+            attempt_rows = (
+                (
+                    await conn.execute(
+                        sa.select(attempts)
+                        .where(attempts.c.job_id.in_(ids))
+                        .order_by(attempts.c.job_id, attempts.c.number)
+                    )
+                ).all()
+                if ids
+                else []
+            )
+        by_job: dict[str, list[Any]] = {}
+        for a in attempt_rows:
+            by_job.setdefault(a.job_id, []).append(a)
+        result = [job_record(r, by_job.get(r.id, [])) for r in page]
+        next_cursor = encode_cursor(page[-1].id) if len(rows) > limit else None
+        return result, next_cursor
+
+    async def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
+        """Load one attempt by id (any owner)."""
+        async with self._read() as conn:
+            row = await self._attempt_row(conn, attempt_id)
+        return None if row is None else attempt_record(row)
+
+    async def list_attempts(
+        self, state: AttemptState | None, *, limit: int = 100
+    ) -> list[AttemptRecord]:
+        """List attempts in a state, all owners, oldest first."""
+        query = sa.select(attempts).order_by(attempts.c.created_at, attempts.c.id)
+        if state is not None:
+            query = query.where(attempts.c.state == state.value)
+        async with self._read() as conn:
+            rows = (await conn.execute(query.limit(max(1, min(limit, 1000))))).all()
+        return [attempt_record(r) for r in rows]
+
+    async def count_attempts(self, state: AttemptState) -> int:
+        """Count attempts in ``state`` (for the metrics gauge)."""
+        async with self._read() as conn:
+            return int(
+                (
+                    await conn.execute(
+                        sa.select(sa.func.count()).where(attempts.c.state == state.value)
+                    )
+                ).scalar_one()
+            )
+
+    async def events(self, job_id: str) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first."""
+        async with self._read() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(job_events)
+                    .where(job_events.c.job_id == job_id)
+                    .order_by(job_events.c.id)
+                )
+            ).all()
+        return [
+            EventRecord(
+                id=r.id,
+                job_id=r.job_id,
+                attempt_id=r.attempt_id,
+                kind=r.kind,
+                detail=r.detail,
+                at=aware_utc(r.at),  # type: ignore[arg-type]
+            )
+            for r in rows
+        ]
+
+    async def record_event(
+        self, job_id: str, kind: str, detail: dict[str, Any], attempt_id: str | None = None
+    ) -> None:
+        """Append an audit event on its own (e.g. a refused request)."""
+        async with self._tx() as tx:
+            await self._event(tx.conn, job_id, kind, detail, attempt_id)

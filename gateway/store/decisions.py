@@ -1,0 +1,294 @@
+"""Decisions: the compare-and-swap of R5 (finalize, resolve) and cancel."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.domain.jsontext import scrub
+from gateway.domain.records import (
+    FinalizeOutcome,
+    FinalizeResult,
+    TransitionOutcome,
+    TransitionResult,
+)
+from gateway.domain.states import AttemptState, JobStatus
+from gateway.notify import JOBS_CHANNEL
+from gateway.store.base import Stale, StoreBase
+from gateway.store.rows import (
+    DECIDED,
+    A,
+    job_record,
+)
+from gateway.store.statements import (
+    FINISH_RUNNING,
+    RUNNING_ATTEMPT,
+)
+from gateway.store.tables import attempts, jobs
+
+log = logging.getLogger("onejob.store")
+
+
+class Decisions(StoreBase):
+    """Decide a job: exactly one attempt (or a cancel) wins."""
+
+    @functools.cached_property
+    def _cas_running(self) -> Any:
+        """The finalize CAS, built once per store (its RETURNING depends on the dialect)."""
+        return self._build_cas_running()
+
+    async def _cas(
+        self, conn: AsyncConnection, job_id: str, read_version: int, attempt_id: str, result: Any
+    ) -> Any:
+        """The compare-and-swap of R5; the job row when this attempt's result became the job's."""
+        won = await conn.execute(
+            jobs.update()
+            .where(
+                jobs.c.id == job_id,
+                jobs.c.version == read_version,
+                jobs.c.completed_by.is_(None),
+            )
+            .values(
+                status=JobStatus.SUCCEEDED.value,
+                result=result,
+                error=None,
+                completed_by=attempt_id,
+                version=jobs.c.version + 1,
+                updated_at=self._now(),
+            )
+            .returning(*jobs.c)
+        )
+        return won.one_or_none()
+
+    async def _lose(
+        self,
+        conn: AsyncConnection,
+        job_id: str,
+        attempt_id: str,
+        sources: Sequence[AttemptState],
+    ) -> FinalizeResult:
+        """Mark the attempt ``lost``, drop its payload, log and record the race."""
+        row = await self._move(conn, attempt_id, sources, A.LOST, {"finished_at": self._now()})
+        if row is None:
+            return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+        job_row = (
+            await conn.execute(
+                sa.select(jobs.c.completed_by, jobs.c.status, jobs.c.version).where(
+                    jobs.c.id == job_id
+                )
+            )
+        ).one()
+        detail = {
+            "winner": job_row.completed_by,
+            "job_status": job_row.status,
+            "read_version": row.read_version,
+            "job_version": job_row.version,
+        }
+        await self._event(conn, job_id, "race_lost", detail, attempt_id)
+        log.warning(
+            "attempt %s lost the race for job %s to %s; its result is dropped",
+            attempt_id,
+            job_id,
+            job_row.completed_by or f"a {job_row.status} decision",
+            extra={"job_id": job_id, "attempt_id": attempt_id, "winner": job_row.completed_by},
+        )
+        return FinalizeResult(
+            FinalizeOutcome.LOST,
+            attempt_id,
+            winner=job_row.completed_by,
+            job_status=JobStatus(job_row.status),
+            job=await self._load(conn, job_id),
+        )
+
+    async def finalize(
+        self, attempt_id: str, result: Any, *, provider_request_id: str | None = None
+    ) -> FinalizeResult:
+        """Compare-and-swap the job's result (R5); the loser is ``lost`` and its payload dropped."""
+        try:
+            return await self._finalize(attempt_id, result, provider_request_id)
+        except Stale:
+            return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+
+    async def _finalize(
+        self, attempt_id: str, result: Any, provider_request_id: str | None
+    ) -> FinalizeResult:
+        async with self._tx() as tx:
+            conn = tx.conn
+            params = {"attempt_id": attempt_id, "result": result, "now": self._now()}
+            job_row = (await conn.execute(self._cas_running, params)).one_or_none()
+            if job_row is None:
+                current = await self._attempt_row(conn, attempt_id)
+                if current is None or current.state != A.RUNNING.value:
+                    return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+                tx.jobs.add(current.job_id)
+                lost = await self._lose(conn, current.job_id, attempt_id, [A.RUNNING])
+                tx.decided(lost.job)
+                return lost
+            job_id = job_row.id
+            tx.notified(job_id, sent=not self._sqlite)
+            finish = {
+                "attempt_id": attempt_id,
+                "target": A.SUCCEEDED.value,
+                "finished_at": self._now(),
+                "provider_request_id": scrub(provider_request_id),
+            }
+            row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
+            if row is None:
+                # Reaped to `unknown` between the CAS's read and its lock: undo it all.
+                raise Stale
+            await self._event(
+                conn,
+                job_id,
+                "attempt_succeeded",
+                {"version": job_row.version, "provider": row.provider},
+                attempt_id,
+            )
+            siblings = await self._attempt_rows(conn, job_id)
+            if any(a.state == A.STARTING.value for a in siblings):
+                await self._cancel_unsent(conn, job_id, "decided")
+                siblings = await self._attempt_rows(conn, job_id)
+            decided = job_record(job_row, siblings)
+            tx.decided(decided)
+            return FinalizeResult(
+                FinalizeOutcome.WON,
+                attempt_id,
+                winner=attempt_id,
+                job_status=JobStatus.SUCCEEDED,
+                job=decided,
+            )
+
+    def _build_cas_running(self) -> Any:
+        """Build the CAS of R5 for a running attempt, in one statement.
+
+        ``UPDATE jobs ... WHERE id = :job AND version = :read_version AND completed_by IS
+        NULL``, where job and read_version are the attempt's own (subqueries on the
+        attempt, which must still be ``running``): no read before it, and the job's row
+        lock is the first lock taken, as in every transition.
+        """
+        return (
+            jobs.update()
+            .where(
+                jobs.c.id == RUNNING_ATTEMPT.with_only_columns(attempts.c.job_id).scalar_subquery(),
+                jobs.c.version
+                == RUNNING_ATTEMPT.with_only_columns(attempts.c.read_version).scalar_subquery(),
+                jobs.c.completed_by.is_(None),
+            )
+            .values(
+                status=JobStatus.SUCCEEDED.value,
+                result=sa.bindparam("result", type_=jobs.c.result.type),
+                error=sa.null(),
+                completed_by=sa.bindparam("attempt_id"),
+                version=jobs.c.version + 1,
+                updated_at=sa.bindparam("now"),
+            )
+            .returning(*jobs.c, *self._notify_job_columns())
+        )
+
+    def _notify_job_columns(self) -> tuple[sa.ColumnElement[Any], ...]:
+        """On PostgreSQL, ``pg_notify`` the job's change from the statement's RETURNING.
+
+        It is delivered at commit like any NOTIFY, and saves a round trip.
+        """
+        if self._sqlite:
+            return ()
+        return (sa.func.pg_notify(JOBS_CHANNEL, jobs.c.id).label("_notified"),)
+
+    async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
+        """Cancel through CAS: unsent attempts are cancelled, in-flight ones will lose."""
+        async with self._tx() as tx:
+            conn = tx.conn
+            where = [jobs.c.id == job_id]
+            if owner_id is not None:
+                where.append(jobs.c.owner_id == owner_id)
+            moved = await conn.execute(
+                jobs.update()
+                .where(*where, jobs.c.status.not_in(DECIDED), jobs.c.completed_by.is_(None))
+                .values(
+                    status=JobStatus.CANCELLED.value,
+                    version=jobs.c.version + 1,
+                    updated_at=self._now(),
+                )
+            )
+            job = await self._load(conn, job_id, owner_id)
+            if job is None:
+                return TransitionResult(TransitionOutcome.NOT_FOUND)
+            if moved.rowcount != 1:
+                await self._event(conn, job_id, "cancel_refused", {"job_status": job.status.value})
+                return TransitionResult(
+                    TransitionOutcome.CONFLICT, job, detail=f"job is {job.status.value}"
+                )
+            unsent = await self._cancel_unsent(conn, job_id, "cancelled")
+            await self._event(
+                conn,
+                job_id,
+                "job_cancelled",
+                {"version": job.version, "unsent_attempts_cancelled": unsent},
+            )
+            tx.jobs.add(job_id)
+            cancelled = await self._load(conn, job_id)
+            tx.decided(cancelled)
+            return TransitionResult(TransitionOutcome.DONE, cancelled)
+
+    async def resolve(
+        self,
+        attempt_id: str,
+        outcome: AttemptState,
+        *,
+        result: Any = None,
+        note: str = "",
+        next_provider: str | None = None,
+    ) -> TransitionResult:
+        """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5).
+
+        ``next_provider`` (with outcome ``failed``) adds the failover attempt in the same
+        transaction, so resolving unblocks the job and the next try at once.
+        """
+        if outcome not in (A.FAILED, A.CANCELLED, A.SUCCEEDED):
+            raise ValueError(f"cannot resolve to {outcome.value}")
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return TransitionResult(TransitionOutcome.NOT_FOUND)
+            tx, job_id = found
+            conn = tx.conn
+            current = await self._attempt_row(conn, attempt_id)
+            if current.state != A.UNKNOWN.value:
+                return await self._conflict(
+                    conn, job_id, attempt_id, f"attempt is {current.state}, not unknown"
+                )
+            detail = {"outcome": outcome.value, "note": note}
+            if outcome is A.SUCCEEDED:
+                if await self._cas(conn, job_id, current.read_version, attempt_id, result) is None:
+                    await self._lose(conn, job_id, attempt_id, [A.UNKNOWN])
+                    await self._event(
+                        conn, job_id, "attempt_resolved", {**detail, "won": False}, attempt_id
+                    )
+                    row = await self._attempt_row(conn, attempt_id)
+                    return await self._done(conn, job_id, row)
+                row = await self._move(
+                    conn, attempt_id, [A.UNKNOWN], A.SUCCEEDED, {"finished_at": self._now()}
+                )
+                await self._cancel_unsent(conn, job_id, "decided")
+                await self._event(
+                    conn, job_id, "attempt_resolved", {**detail, "won": True}, attempt_id
+                )
+                return await self._done(conn, job_id, row)
+            error = {"reason": f"resolved_{outcome.value}", "note": note, "previous": current.error}
+            row = await self._move(
+                conn,
+                attempt_id,
+                [A.UNKNOWN],
+                outcome,
+                {"error": error, "finished_at": self._now()},
+            )
+            await self._event(conn, job_id, "attempt_resolved", detail, attempt_id)
+            added = None
+            if outcome is A.FAILED and next_provider is not None:
+                added = await self._add_failover(conn, tx, job_id, next_provider)
+            await self._close_if_failed(conn, job_id, error)
+            result_ = await self._done(conn, job_id, row)
+            return TransitionResult(result_.outcome, result_.job, result_.attempt, added=added)

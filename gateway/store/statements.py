@@ -1,0 +1,90 @@
+"""The statements the hot path reuses, built once, and the derived job status."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from gateway.domain.states import AttemptState, JobStatus
+from gateway.store.rows import A
+from gateway.store.tables import api_keys, attempts, job_events, jobs
+
+log = logging.getLogger("onejob.store")
+
+
+def derived_status() -> sa.ColumnElement[str]:
+    """Return SQL that recomputes a job's status from its attempts (R3)."""
+
+    def has(state: AttemptState) -> sa.Exists:
+        return (
+            sa.select(attempts.c.id)
+            .where(attempts.c.job_id == jobs.c.id, attempts.c.state == state.value)
+            .exists()
+        )
+
+    return sa.case(
+        (has(A.UNKNOWN), JobStatus.UNKNOWN.value),
+        (has(A.RUNNING), JobStatus.RUNNING.value),
+        (has(A.STARTING), JobStatus.QUEUED.value),
+        (jobs.c.completed_by.is_not(None), JobStatus.SUCCEEDED.value),
+        else_=JobStatus.FAILED.value,
+    )
+
+
+# Hot statements are built once: a statement object that is reused keeps its cache key,
+# so SQLAlchemy neither rebuilds nor recompiles it per call (that was most of its cost).
+ATTEMPT_ROWS = (
+    sa.select(attempts)
+    .where(attempts.c.job_id == sa.bindparam("job_id"))
+    .order_by(attempts.c.number)
+)
+ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
+INSERT_ATTEMPT = attempts.insert().returning(*attempts.c)
+INSERT_EVENTS = job_events.insert()
+RUNNING_ATTEMPT = sa.select(attempts.c.job_id, attempts.c.read_version).where(
+    attempts.c.id == sa.bindparam("attempt_id"), attempts.c.state == AttemptState.RUNNING.value
+)
+FINISH_RUNNING = (
+    attempts.update()
+    .where(
+        attempts.c.id == sa.bindparam("attempt_id"),
+        attempts.c.state == AttemptState.RUNNING.value,
+    )
+    .values(
+        state=sa.bindparam("target"),
+        finished_at=sa.bindparam("finished_at"),
+        provider_request_id=sa.bindparam("provider_request_id"),
+    )
+    .returning(*attempts.c)
+)
+
+
+def insert_job_statement(dialect: str) -> Any:
+    """Return R2's insert: the UNIQUE (owner_id, idempotency_key) constraint decides."""
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    return (
+        insert(jobs)
+        .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
+        .returning(*jobs.c)
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def insert_events_statement(rows: int) -> Any:
+    """Return one multi-row INSERT of ``rows`` audit events (parameters ``<column>_<n>``)."""
+    columns = ("job_id", "attempt_id", "kind", "detail", "at")
+    return job_events.insert().values(
+        [
+            {c: sa.bindparam(f"{c}_{n}", type_=job_events.c[c].type) for c in columns}
+            for n in range(rows)
+        ]
+    )
+
+
+AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
+    api_keys.c.key_hash == sa.bindparam("key_hash"), api_keys.c.revoked_at.is_(None)
+)

@@ -1,0 +1,144 @@
+"""Fixtures for the console's browser tests: a served gateway with its dispatcher, the
+simulator, certificates, keys, and Playwright driving Debian's Chromium (no download).
+
+The gateway runs on SQLite only: the console is a client of the HTTP API, whose store
+behaviour the other integration tests cover on both databases.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The gateway/simulator harness of the dispatcher tests is reused, not copied.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
+
+import dataclasses
+import shutil
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from dispatch_harness import Api, RunningGateway, SimControl, certify, run_gateway, sim_settings
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+
+from gateway.store import open_store
+from providers.simulator.server import RunningSimulator, run_simulator
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOTS = Path(__file__).resolve().parents[3] / "reports/out/console"
+PRIMARY_TIMEOUT = 4.0  # seconds: a hang past this makes the attempt unknown
+DESKTOP = {"width": 1280, "height": 800}
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """A fresh migrated SQLite database."""
+    path = tmp_path / "onejob.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
+@dataclasses.dataclass
+class Stack:
+    """A served gateway, its simulator's control API, and an owner's and an admin's keys."""
+
+    gw: RunningGateway
+    sim: SimControl
+    key: str
+    admin_key: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.gw.base_url}/console"
+
+    def api(self, admin: bool = False) -> Api:
+        """Speak the API as the owner (``alice``), or as the admin (``ops``)."""
+        return Api(self.gw, self.admin_key if admin else self.key, self.admin_key)
+
+
+@pytest.fixture
+async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    """Gateway + dispatcher + simulator; both simulated providers certified for failover."""
+    store = await open_store(sqlite_url)
+    try:
+        _, key = await store.create_api_key("alice", frozenset({"jobs"}))
+        _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
+    finally:
+        await store.close()
+    async with run_simulator(port=0) as sim:
+        control = SimControl(sim)
+        settings = _settings(sim, sqlite_url, tmp_path)
+        certify(tmp_path / "certs.json", list(settings.providers.values()))
+        try:
+            async with run_gateway(settings) as gw:
+                yield Stack(gw, control, key, admin)
+        finally:
+            await control.close()
+
+
+def _settings(sim: RunningSimulator, url: str, tmp_path: Path) -> Any:
+    return sim_settings(
+        sim, url, tmp_path / "certs.json", primary_timeout=PRIMARY_TIMEOUT, fallback_timeout=5.0
+    )
+
+
+@dataclasses.dataclass
+class Watched:
+    """What a page did that a test must check: console errors, CSP refusals, request URLs."""
+
+    errors: list[str] = dataclasses.field(default_factory=list)
+    urls: list[str] = dataclasses.field(default_factory=list)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Debian's Chromium through Playwright (``executable_path``: no browser download)."""
+    async with async_playwright() as pw:
+        launched = await pw.chromium.launch(
+            executable_path=CHROMIUM,
+            # Root in a container: Chromium's sandbox needs user namespaces it may not have.
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+def open_page(browser: Browser) -> Callable[..., Any]:
+    """Return ``open_page(viewport)``: a fresh page (own session) and what it did."""
+
+    async def open_(viewport: dict[str, int] = DESKTOP) -> tuple[Page, Watched]:
+        context = await browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+        page = await context.new_page()
+        watched = Watched()
+
+        def on_console(msg: ConsoleMessage) -> None:
+            # CSP refusals and script errors arrive as console errors; an HTTP error status
+            # the page handles (401 on a wrong key, 422 on a bad result) is not one.
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+                watched.errors.append(msg.text)
+
+        page.on("console", on_console)
+        page.on("pageerror", lambda exc: watched.errors.append(f"page error: {exc}"))
+        page.on("request", lambda request: watched.urls.append(request.url))
+        return page, watched
+
+    return open_
+
+
+@pytest.fixture
+def shoot() -> Callable[..., Any]:
+    """Return ``shoot(page, name)``: a full-page screenshot in ``reports/out/console/``."""
+
+    async def shoot_(page: Page, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        await page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return shoot_
