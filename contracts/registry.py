@@ -9,7 +9,7 @@ File format::
         {
           "contract": "ticket-triage@1", "contract_fingerprint": "<sha256 hex>",
           "provider": "faithful", "protocol": "openai", "model": "sim-gpt",
-          "adapter_version": "openai/1", "mode": "live",
+          "adapter_version": "openai/2", "mode": "live",
           "verdict": "pass" | "fail", "certified_at": "...Z", "expires_at": "...Z",
           "repeats": 3, "cases": 17,
           "pass_rates": {"render": 1.0, "transport": 1.0, "schema": 1.0, "model": 1.0,

@@ -15,7 +15,7 @@ import pytest
 from contracts.catalog import load_catalog
 from contracts.checks import Layer
 from contracts.cli import certify, cmd_can_i_failover, sim_providers
-from contracts.registry import CertificationRegistry
+from contracts.registry import CertificationRegistry, adapter_version_of
 from contracts.runner import Mode, Runner
 from providers.config import ProviderConfig
 from providers.sim_cli import contract_catalog
@@ -79,7 +79,9 @@ async def test_a_fallback_certified_alone_is_refused_until_its_primary_has_evide
     # The primary's certificate from before evidence existed: certified, but not comparable.
     doc = json.loads(registry.read_text())
     old = {**doc["certificates"][0], "provider": "faithful", "protocol": "openai"}
-    old.update(model="sim-gpt", adapter_version="openai/1", evidence=None, run_id=None)
+    old.update(
+        model="sim-gpt", adapter_version=adapter_version_of("openai"), evidence=None, run_id=None
+    )
     doc["certificates"].append(old)
     registry.write_text(json.dumps(doc))
     code, said = can_i(registry, catalog)
