@@ -175,6 +175,8 @@ def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
         )
         if len(why) > 160:
             why = why[:157] + "..."
+        if note := unit.stability_note():
+            why += f"\n    note: {note}"
         print(
             f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
             f"{unit.contract.name:<22} {verdict}  "

@@ -16,6 +16,7 @@ File format::
                          "semantics": 1.0, "stability": 1.0},
           "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}],
           "run_id": "cert-...", "reported_models": ["sim-gpt"],
+          "omitted_parameters": ["temperature"], "stability_basis": "pass^k alone",
           "evidence": {"<case>": {"agree": {...} | null, "answers": [...],
                                   "provider_ids": [...], "models": [...]}}
         }
@@ -24,7 +25,10 @@ File format::
 
 One entry per (contract, fingerprint, provider, model, adapter version, mode); writing an
 entry with the same key replaces it. Only ``live`` and ``record`` certificates count.
-``run_id``, ``reported_models`` and ``evidence`` extend the format compatibly: a
+``omitted_parameters`` names what the adapter left out because the model refuses it; with
+``temperature`` among them, ``stability_basis`` is ``pass^k alone`` (else ``temperature 0
+and pass^k``) and an allowed failover to that provider says so.
+``run_id``, ``reported_models``, ``evidence`` and those two extend the format compatibly: a
 certificate without evidence is read, but allows no failover (``no agreement evidence
 with P``), since agreement is computed from the two certificates' evidence
 (``contracts.evidence``).
@@ -294,7 +298,7 @@ class CertificationRegistry:
             "certified",
             f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name} "
             f"and agree on its {agreement.compared} cases (runs {run_of(p_entry)} and "
-            f"{run_of(f_entry)})",
+            f"{run_of(f_entry)}){_stability_caveat(p_entry, f_entry)}",
         )
 
     def provider_ids(self, provider: str, contract: str) -> dict[str, str]:
@@ -345,6 +349,21 @@ class CertificationRegistry:
                     }
                 )
         return rows
+
+
+def _stability_caveat(*entries: Mapping[str, Any] | None) -> str:
+    """Return a verdict clause naming the certificates whose stability rests on pass^k alone."""
+    alone = [
+        str(e["provider"])
+        for e in entries
+        if e is not None and "temperature" in (e.get("omitted_parameters") or ())
+    ]
+    if not alone:
+        return ""
+    return (
+        f"; the stability of {' and '.join(alone)} rests on pass^k alone (the model refuses "
+        "temperature, so the contract's was not sent)"
+    )
 
 
 def run_of(entry: Mapping[str, Any] | None) -> str:
@@ -405,9 +424,14 @@ def _check_types(path: Path, entry: Mapping[str, Any]) -> None:
         isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
     ):
         raise RegistryError(f"{path}: evidence must map case ids to objects")
-    for field in ("run_id",):
+    for field in ("run_id", "stability_basis"):
         if entry.get(field) is not None and not isinstance(entry.get(field), str):
             raise RegistryError(f"{path}: {field} must be a string")
+    omitted = entry.get("omitted_parameters")
+    if omitted is not None and not (
+        isinstance(omitted, list) and all(isinstance(p, str) for p in omitted)
+    ):
+        raise RegistryError(f"{path}: omitted_parameters must be a list of strings")
     agreement = entry.get("agreement")
     if agreement is not None and not (
         isinstance(agreement, dict) and all(isinstance(v, dict) for v in agreement.values())

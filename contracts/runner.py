@@ -8,6 +8,10 @@ Every run has its own id (``Runner.run_id``), part of every downstream key
 (``certify/<run id>/<contract>/<case>/<repeat>``), so a provider or proxy that honours
 ``Idempotency-Key`` cannot answer this run from an earlier one. Repeats that still come
 back with one provider id (a caching proxy) are replays, not k samples: stability fails.
+
+A model that refuses ``temperature`` gets requests without it (the adapter reports that in
+``ProviderResult.omitted_parameters``); its certificate then says that the stability of its
+answers rests on pass^k alone, since the contract's temperature was never applied.
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ from providers.tokenizers import Tokenizer, tokenizer_for
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 8  # cases in flight at once, across all providers
 
+#: ``stability_basis`` of a certificate whose model refused the contract's temperature.
+PASS_K_ALONE = "pass^k alone"
+
 
 class Mode(enum.StrEnum):
     """How the runner reaches providers."""
@@ -85,6 +92,8 @@ class CaseResult:
     provider_ids: list[str | None] = dataclasses.field(default_factory=list)  #: per repeat
     models: list[str | None] = dataclasses.field(default_factory=list)  #: reported, per repeat
     valid: list[bool] = dataclasses.field(default_factory=list)  #: passed the model layer
+    #: Request parameters the adapter left out in any repeat (the model refuses them).
+    omitted_parameters: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -124,6 +133,28 @@ class UnitResult:
     def errors(self) -> list[str]:
         """Return the harness errors (cassette mismatches) of this unit."""
         return [f"{c.case}: {c.error}" for c in self.cases if c.error]
+
+    @property
+    def omitted_parameters(self) -> tuple[str, ...]:
+        """Return the request parameters left out of any call, because the model refuses them."""
+        return tuple(sorted({p for c in self.cases for p in c.omitted_parameters}))
+
+    @property
+    def stability_basis(self) -> str:
+        """Say what stability rests on: the contract's temperature and pass^k, or pass^k alone."""
+        if "temperature" in self.omitted_parameters:
+            return PASS_K_ALONE
+        return f"temperature {self.contract.temperature:g} and pass^k"
+
+    def stability_note(self) -> str | None:
+        """Return one sentence for reports when stability rests on pass^k alone, else None."""
+        if self.stability_basis != PASS_K_ALONE:
+            return None
+        return (
+            f"stability rests on pass^{self.repeats} alone: {self.provider.model} refuses "
+            f"temperature, so the contract's temperature {self.contract.temperature:g} was "
+            "not sent"
+        )
 
     def pass_rates(self) -> dict[str, float]:
         """Return, per layer, the fraction of cases that passed it."""
@@ -182,6 +213,8 @@ class UnitResult:
             "certified_at": _iso(finished),
             "expires_at": _iso(finished + validity),
             "repeats": self.repeats,
+            "omitted_parameters": list(self.omitted_parameters),
+            "stability_basis": self.stability_basis,
             "cases": len(self.cases),
             "pass_rates": self.pass_rates(),
             "failures": self.failures(),
@@ -240,10 +273,11 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CallFacts:
-    """What one call said about itself: the provider's id and the model that answered."""
+    """What one call said about itself: the provider's id, the model, what was left out."""
 
     provider_id: str | None = None
     model: str | None = None
+    omitted_parameters: tuple[str, ...] = ()
 
 
 def _not_reached(layer: Layer, because: Layer) -> Check:
@@ -465,6 +499,7 @@ class Runner:
             provider_ids=provider_ids,
             models=[f.model for f in facts],
             valid=[layers[Layer.MODEL].passed for layers in per_repeat],
+            omitted_parameters=tuple(sorted({p for f in facts for p in f.omitted_parameters})),
         )
 
     def downstream_key(self, contract: Contract, case: Case, repeat: int) -> str:
@@ -505,7 +540,7 @@ class Runner:
             )
             _fill_not_reached(layers, Layer.TRANSPORT)
             return layers, None, None, CallFacts(exc.request_id)
-        facts = CallFacts(result.request_id, result.model)
+        facts = CallFacts(result.request_id, result.model, result.omitted_parameters)
         output = result.output
         identity = model_matches(
             provider.protocol, provider.model, result.model, provider.model_aliases

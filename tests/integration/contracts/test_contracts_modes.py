@@ -20,6 +20,7 @@ from contracts.runner import Mode, Runner
 from providers.config import ProviderConfig
 from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
+from reports.contracts_report import write_reports
 
 from .conftest import parse
 
@@ -95,6 +96,54 @@ async def test_a_fallback_certified_alone_is_refused_until_its_primary_has_evide
     assert len(runs) == 2
     assert said.startswith("yes: certified: faithful and faithful-claude both hold valid")
     assert "agree on its 17 cases (runs cert-" in said
+    assert "pass^k alone" not in said  # both models took temperature 0
+
+
+async def test_a_model_that_refuses_temperature_is_certified_on_pass_k_alone(
+    tmp_path: Path,
+) -> None:
+    contract = load_catalog()["ticket-triage@1"]
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
+        takes = sim_providers(sim.base_url)["faithful-claude"]
+        # The Messages API refuses temperature for this model (so do the adapter's own rules
+        # and the simulator, 400): a passing run also shows the adapter left it out.
+        refuses = takes.model_copy(
+            update={
+                "name": "claude-5",
+                "model": "claude-sonnet-5",
+                "base_url": sim.provider_url("claude-5", "anthropic"),
+            }
+        )
+        run = await Runner(Mode.LIVE, repeats=2).run(
+            [contract], [takes, refuses], pairs=[("faithful-claude", "claude-5")]
+        )
+    by_name = {u.provider.name: u for u in run.units}
+    assert run.passed, [u.failures() for u in run.units]
+    alone, both = by_name["claude-5"].certificate(), by_name["faithful-claude"].certificate()
+    assert alone["omitted_parameters"] == ["temperature"]
+    assert alone["stability_basis"] == "pass^k alone"
+    assert both["omitted_parameters"] == []
+    assert both["stability_basis"] == "temperature 0 and pass^k"
+    assert by_name["faithful-claude"].stability_note() is None
+    assert by_name["claude-5"].stability_note() == (
+        "stability rests on pass^2 alone: claude-sonnet-5 refuses temperature, so the "
+        "contract's temperature 0 was not sent"
+    )
+
+    paths = write_reports(run, tmp_path / "out")
+    units = {u["provider"]: u for u in json.loads(paths["json"].read_text())["units"]}
+    assert units["claude-5"]["stability_basis"] == "pass^k alone"
+    assert units["faithful-claude"]["omitted_parameters"] == []
+    assert paths["html"].read_text().count("rests on pass^2 alone") == 1
+
+    registry = CertificationRegistry(tmp_path / "certs.json")
+    registry.record([u.certificate() for u in run.units])
+    verdict = registry.can_failover(contract, takes, refuses)
+    assert verdict.allowed, verdict
+    assert verdict.detail.endswith(
+        "; the stability of claude-5 rests on pass^k alone (the model refuses temperature, "
+        "so the contract's was not sent)"
+    )
 
 
 async def test_two_runs_send_different_downstream_keys(tmp_path: Path) -> None:
