@@ -71,6 +71,16 @@ def test_both_valid_certificates_allow_the_failover(registry: CertificationRegis
     assert (verdict.allowed, verdict.reason) == (True, "certified")
 
 
+def test_an_allowed_failover_says_whose_stability_rests_on_pass_k_alone(
+    registry: CertificationRegistry,
+) -> None:
+    registry.record([cert(P), cert(F, omitted_parameters=["temperature"])])
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert verdict.allowed
+    assert "; the stability of f rests on pass^k alone" in verdict.detail
+    assert "stability of p" not in verdict.detail
+
+
 def test_missing_file_is_an_empty_registry_that_refuses(registry: CertificationRegistry) -> None:
     verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
     assert not verdict.allowed
@@ -261,6 +271,9 @@ def test_matrix_has_one_row_per_contract_and_configured_fallback(
         {"evidence": ["case"]},
         {"evidence": {"case": "billing"}},
         {"run_id": 7},
+        {"omitted_parameters": "temperature"},
+        {"omitted_parameters": [None]},
+        {"stability_basis": ["pass^k alone"]},
     ],
 )
 def test_a_certificate_with_malformed_values_refuses_everything(
