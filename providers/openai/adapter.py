@@ -11,6 +11,7 @@ refuse it (reasoning models).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
@@ -98,6 +99,15 @@ class OpenAIAdapter(JsonHttpAdapter):
             )
         content = message.get("content")
         if not isinstance(content, str):
+            if calls := tool_call_names(message.get("tool_calls")):
+                raise BadOutput(
+                    f"{self.name} answered with tool_calls ({', '.join(calls)}) instead of the "
+                    "JSON answer in message.content; the contract asks for structured output, "
+                    "not a tool call",
+                    reason="tool_calls",
+                    request_id=request_id,
+                    body_excerpt=excerpt(json.dumps(message.get("tool_calls"))),
+                )
             raise BadOutput(
                 f"{self.name} answered without text content", reason="empty", request_id=request_id
             )
@@ -110,3 +120,15 @@ class OpenAIAdapter(JsonHttpAdapter):
             latency=latency,
             model=data.get("model"),
         )
+
+
+def tool_call_names(tool_calls: Any) -> list[str]:
+    """Return the function names of an OpenAI ``tool_calls`` list (empty when there is none)."""
+    if not isinstance(tool_calls, list):
+        return []
+    names = []
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        names.append(name if isinstance(name, str) else "unnamed")
+    return names
