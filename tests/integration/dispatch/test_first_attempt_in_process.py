@@ -9,6 +9,7 @@ one job per key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,6 +59,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
                 env={**os.environ, "ONEJOB_LOG_LEVEL": "INFO"},
+                start_new_session=True,  # its own group: cleanup kills --workers children too
             )
         self.procs.append(proc)
         return proc
@@ -86,9 +88,9 @@ class Processes:
 
     def cleanup(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(EXIT_TIMEOUT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(EXIT_TIMEOUT)
 
 
 @pytest.fixture
