@@ -11,8 +11,8 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, QueryParameter
 
 from gateway.domain.records import CreateOutcome, Principal
-from gateway.http.auth import authenticate
-from gateway.http.body import read_json
+from gateway.http.auth import authenticate, authenticate_admin
+from gateway.http.bodies import AttemptBody, CreateJobBody, ResolveBody, read_body
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.responses import (
     NOT_READY,
@@ -31,6 +31,8 @@ log = logging.getLogger("onejob.http")
 
 #: The authenticated caller, injected by name from ``authenticate``.
 Caller = NamedDependency[Principal]
+#: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced.
+LIMIT_PATTERN = r"^[1-9][0-9]{0,3}$"
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 
 
@@ -69,9 +71,9 @@ async def _maybe_wait(
 async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """Create a job, or replay the one this Idempotency-Key already made."""
     key = parse_idempotency_key(request.headers.getall(HEADER.lower(), []))
-    body = await read_json(request)
+    body = await read_body(request, CreateJobBody)
     service = service_of(request)
-    result = await service.create_job(principal, key, body)
+    result = await service.create_job(principal, key, body.contract, body.input, body.provider)
     note_job(request, result.job.id)
     if result.outcome is CreateOutcome.CONFLICT:
         return created_response(result, result.job)  # nothing to wait for
@@ -107,12 +109,12 @@ async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: FromQuery[str | None] = None,
-    limit: FromQuery[int] = 20,
+    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
     cursor: FromQuery[str | None] = None,
 ) -> Response[Any]:
     """List the caller's jobs, newest first, a page at a time."""
     jobs, next_cursor = await service_of(request).list_jobs(
-        principal, status=status, limit=limit, cursor=cursor
+        principal, status=status, limit=int(limit or 20), cursor=cursor
     )
     return Response(content={"jobs": [job_view(j) for j in jobs], "next_cursor": next_cursor})
 
@@ -123,10 +125,9 @@ async def add_attempt(
 ) -> Response[Any]:
     """Ask for a manual attempt on a provider (the "fallback button", R4)."""
     note_job(request, job_id)
-    body = await read_json(request)
+    body = await read_body(request, AttemptBody)
     service = service_of(request)
-    provider = body.get("provider") if isinstance(body, dict) else None
-    result = await service.request_attempt(principal, job_id, provider)
+    result = await service.request_attempt(principal, job_id, body.provider)
     job = result.job or await service.store.get_job(job_id, principal.owner_id)
     return attempt_response(result, job)
 
@@ -146,22 +147,22 @@ async def list_contracts(request: Request[Any, Any, Any], principal: Caller) -> 
     return Response(content={"contracts": service_of(request).contracts()})
 
 
-@get("/admin/attempts")
+@get("/attempts")
 async def admin_attempts(
     request: Request[Any, Any, Any],
     principal: Caller,
     attempt_state: Annotated[str | None, QueryParameter(name="state")] = None,
-    limit: FromQuery[int] = 100,
+    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
     service = service_of(request)
-    attempts = await service.list_attempts(principal, attempt_state, limit=limit)
+    attempts = await service.list_attempts(principal, attempt_state, limit=int(limit or 100))
     jobs = {a.job_id: await service.store.get_job(a.job_id) for a in attempts}  # owner, contract
     views = [admin_attempt_view(a, jobs[a.job_id]) for a in attempts]
     return Response(content={"attempts": views})
 
 
-@get("/admin/jobs/{job_id:str}")
+@get("/jobs/{job_id:str}")
 async def admin_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -170,7 +171,7 @@ async def admin_job(
     return job_response(await service_of(request).get_any_job(principal, job_id))
 
 
-@get("/admin/jobs/{job_id:str}/events")
+@get("/jobs/{job_id:str}/events")
 async def admin_job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -182,19 +183,14 @@ async def admin_job_events(
     return Response(content={"job_id": job.id, "events": [event_view(e) for e in events]})
 
 
-@post("/admin/attempts/{attempt_id:str}/resolve")
+@post("/attempts/{attempt_id:str}/resolve")
 async def admin_resolve(
     request: Request[Any, Any, Any], principal: Caller, attempt_id: FromPath[str]
 ) -> Response[Any]:
     """Resolve an unknown attempt out of band (admin)."""
     service = service_of(request)
-    service.require_admin(principal)  # before reading the body: no hints for non-admins
-    body = await read_json(request)
-    if not isinstance(body, dict):
-        body = {"outcome": None}
-    result = await service.resolve(
-        principal, attempt_id, body.get("outcome"), body.get("result"), body.get("note", "")
-    )
+    body = await read_body(request, ResolveBody)
+    result = await service.resolve(principal, attempt_id, body.outcome, body.result, body.note)
     if result.job is not None:
         note_job(request, result.job.id)
     return resolve_response(result)
@@ -251,10 +247,16 @@ def v1_router() -> Router:
             cancel_job,
             list_contracts,
             list_certifications,
-            admin_attempts,
-            admin_job_events,
-            admin_job,
-            admin_resolve,
+            admin_router(),
         ],
         dependencies={"principal": Provide(authenticate)},
+    )
+
+
+def admin_router() -> Router:
+    """Build the ``/v1/admin`` routes: the admin scope is checked before the request is read."""
+    return Router(
+        path="/admin",
+        route_handlers=[admin_attempts, admin_job_events, admin_job, admin_resolve],
+        dependencies={"principal": Provide(authenticate_admin)},
     )
