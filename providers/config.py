@@ -8,17 +8,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Protocol = Literal["openai", "anthropic", "gemini", "openai-compatible"]
+from providers.plugin import Capabilities
+
+#: The protocols a provider may name: each is a plug-in (``providers.plugin.PLUGIN_MODULES``).
+Protocol = str
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Stands in for an ``api_key_env`` that is not a variable name (likely the key itself).
 _NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
 
 
+class CapabilityOverrides(BaseModel):
+    """``[providers.NAME.capabilities]``: what the model accepts, where the default is wrong."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The model takes ``temperature``; None: the protocol's default for the model.
+    temperature: bool | None = None
+
+
 class ProviderConfig(BaseModel):
     """One provider endpoint: which wire protocol, where, which model, which key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     name: str
     protocol: Protocol
@@ -37,6 +49,28 @@ class ProviderConfig(BaseModel):
     tokenizer_path: str | None = None
     #: ``json_schema`` or ``json_object`` (openai-compatible servers differ).
     response_format: Literal["json_schema", "json_object"] = "json_schema"
+    #: Overrides of the protocol's per-model capability defaults (``temperature``).
+    capabilities_override: CapabilityOverrides = Field(
+        default_factory=CapabilityOverrides, alias="capabilities"
+    )
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        from providers.plugin import plugins  # late: the plug-ins import this module
+
+        if value not in plugins():
+            known = ", ".join(sorted(plugins()))
+            raise ValueError(f"unknown protocol {value!r} (known: {known})")
+        return value
+
+    def capabilities(self) -> Capabilities:
+        """Return what the configured model accepts: the protocol's default, then overrides."""
+        from providers.plugin import plugin_for
+
+        default = plugin_for(self.protocol).capabilities(self.model)
+        temperature = self.capabilities_override.temperature
+        return Capabilities(temperature=default.temperature if temperature is None else temperature)
 
     @model_validator(mode="before")
     @classmethod
