@@ -52,6 +52,10 @@ def database_unavailable(exc: BaseException) -> bool:
         return _dbapi_unavailable(exc)
     if isinstance(exc, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError):
         return True
+    if type(exc).__module__.startswith("asyncpg."):
+        # The hot creation path talks to asyncpg directly (``store.pg.raw``), so its
+        # errors arrive untranslated.
+        return _driver_error_unavailable(exc)
     if isinstance(exc, OSError):  # ConnectionError and TimeoutError are OSErrors
         return _raised_by_driver(exc.__traceback__)
     return False
@@ -61,18 +65,36 @@ def _dbapi_unavailable(exc: sqlalchemy.exc.DBAPIError) -> bool:
     if exc.connection_invalidated:
         return True
     orig = exc.orig
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES:
+    if _sqlstate_unavailable(orig):
         return True
     code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(code, int):
         return code & 0xFF in UNAVAILABLE_SQLITE_CODES
     if isinstance(exc, sqlalchemy.exc.InternalError | sqlalchemy.exc.InterfaceError):
-        # asyncpg's InternalClientError and InterfaceError on a broken connection;
-        # the same classes also mean misuse of a healthy connection (a bug).
-        message = str(orig).lower()
-        return any(text in message for text in _CLOSED_MESSAGES)
+        return _says_connection_broke(orig)
     return isinstance(orig, OSError)
+
+
+def _driver_error_unavailable(exc: BaseException) -> bool:
+    """Classify an untranslated asyncpg exception like its SQLAlchemy translation."""
+    if _sqlstate_unavailable(exc):
+        return True
+    name = type(exc).__name__
+    if name in {"InternalClientError", "InterfaceError", "ConnectionDoesNotExistError"}:
+        return _says_connection_broke(exc)
+    return False
+
+
+def _sqlstate_unavailable(error: object) -> bool:
+    sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+    return isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES
+
+
+def _says_connection_broke(error: object) -> bool:
+    # asyncpg's InternalClientError and InterfaceError on a broken connection; the same
+    # classes also mean misuse of a healthy connection (a bug), told apart by the text.
+    message = str(error).lower()
+    return any(text in message for text in _CLOSED_MESSAGES)
 
 
 def _raised_by_driver(tb: TracebackType | None) -> bool:

@@ -101,3 +101,19 @@ async def test_an_oserror_counts_only_when_the_database_driver_raised_it(
         assert database_unavailable(exc)
     else:
         raise AssertionError("connected to a closed port")
+
+
+def test_untranslated_asyncpg_errors_of_the_raw_hot_path_are_classified_alike() -> None:
+    import asyncpg
+
+    assert database_unavailable(
+        asyncpg.exceptions.InternalClientError(
+            "cannot switch to state 12; another operation (2) is in progress"
+        )
+    )
+    assert database_unavailable(asyncpg.exceptions.AdminShutdownError("terminating connection"))
+    assert database_unavailable(
+        asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle")
+    )
+    assert not database_unavailable(asyncpg.exceptions.UniqueViolationError("duplicate key"))
+    assert not database_unavailable(asyncpg.exceptions.InternalClientError("bad codec"))
