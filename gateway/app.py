@@ -19,8 +19,10 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import JobStore
 from gateway.http.console import console_router
+from gateway.http.openapi import SECURITY_COMPONENTS
+from gateway.http.rawpath import raw_path_guard
 from gateway.http.responses import handle_exception
-from gateway.http.routes import healthz, metrics_endpoint, readyz, v1_router
+from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz, v1_router
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, listen_postgres
@@ -158,18 +160,32 @@ def create_app(
             if own_store:
                 await the_store.close()
 
-    return Litestar(
-        route_handlers=[v1_router(), console_router(), healthz, readyz, metrics_endpoint],
+    app = Litestar(
+        route_handlers=[
+            v1_router(),
+            console_router(),
+            healthz,
+            healthz_head,
+            readyz,
+            metrics_endpoint,
+        ],
         lifespan=[lifespan],
         exception_handlers={Exception: handle_exception},
-        middleware=[access_log_middleware],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
-            title="onejob", version="1", path="/schema", description=_DESCRIPTION
+            title="onejob",
+            version="1",
+            path="/schema",
+            description=_DESCRIPTION,
+            components=SECURITY_COMPONENTS,
         ),
         debug=False,
         logging_config=None,  # gateway.logging configures JSON lines; Litestar must not
     )
+    # Around Litestar's whole handler, not its per-route middleware: 404, 405 and the
+    # refusal of an encoded slash happen before any route is chosen, and are logged too.
+    app.asgi_handler = access_log_middleware(raw_path_guard(app.asgi_handler))
+    return app
 
 
 _DESCRIPTION = (

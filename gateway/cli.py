@@ -89,6 +89,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     _settings_args(create)
     create.set_defaults(func=cmd_keys_create)
 
+    listing = keys_sub.add_parser("list", help="list API keys (never the keys themselves)")
+    listing.add_argument("--owner", help="only this owner's keys")
+    _settings_args(listing)
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key: refused at once on every process")
+    revoke.add_argument("key_id", help="the key's id (key_...), as `keys list` shows it")
+    _settings_args(revoke)
+    revoke.set_defaults(func=cmd_keys_revoke)
+    rotate = keys_sub.add_parser(
+        "rotate", help="revoke a key and print its replacement (same owner and scopes) once"
+    )
+    rotate.add_argument("key_id", help="the key's id (key_...)")
+    _settings_args(rotate)
+    rotate.set_defaults(func=cmd_keys_rotate)
     jobs_cmd = sub.add_parser("jobs", help="job retention")
     jobs_sub = jobs_cmd.add_subparsers(dest="jobs_command", required=True)
     prune = jobs_sub.add_parser(
@@ -154,6 +168,54 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         "it is shown once",
         file=sys.stderr,
     )
+    print(secret, flush=True)
+    return 0
+
+
+def _with_store(args: argparse.Namespace, use: Any) -> Any:
+    """Run ``use(store)`` on a migrated store and return its result."""
+    from gateway.store import open_store, upgrade_database
+
+    settings = _settings(args)
+
+    async def run() -> Any:
+        await upgrade_database(settings.database_url)
+        store = await open_store(settings.database_url)
+        try:
+            return await use(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """Print one line per key: id, owner, scopes, created, revoked (tab-separated)."""
+    keys = _with_store(args, lambda store: store.list_api_keys(args.owner))
+    for key in keys:
+        revoked = key.revoked_at.isoformat() if key.revoked_at else "active"
+        fields = [key.id, key.owner_id, ",".join(sorted(key.scopes))]
+        print("\t".join([*fields, key.created_at.isoformat(), revoked]))
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """Revoke a key; exit 1 when it is unknown or already revoked."""
+    if not _with_store(args, lambda store: store.revoke_api_key(args.key_id)):
+        print(f"no active key {args.key_id!r}", file=sys.stderr)
+        return 1
+    print(f"revoked key {args.key_id}", file=sys.stderr)
+    return 0
+
+
+def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    """Revoke a key and print its replacement alone on stdout; exit 1 when it is not active."""
+    rotated = _with_store(args, lambda store: store.rotate_api_key(args.key_id))
+    if rotated is None:
+        print(f"no active key {args.key_id!r}", file=sys.stderr)
+        return 1
+    new_id, secret = rotated
+    print(f"revoked key {args.key_id}; its replacement {new_id} is shown once", file=sys.stderr)
     print(secret, flush=True)
     return 0
 

@@ -61,7 +61,6 @@ CERTIFICATE_FIELDS = (
     "pass_rates",
     "failures",
 )
-_CREATE_FIELDS = frozenset({"contract", "input", "provider"})
 #: What our ids look like (``job_01J...``); anything else is not found without a query.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
@@ -154,29 +153,21 @@ class JobService:
         self._runner = runner
 
     async def create_job(
-        self, principal: Principal, idempotency_key: str, body: Any
+        self,
+        principal: Principal,
+        idempotency_key: str,
+        name: str,
+        input_: Any,
+        requested: str | None = None,
     ) -> CreateResult:
         """Create the job, or return the one this key already made (replay or conflict)."""
-        if not isinstance(body, dict):
-            raise InvalidInput("The body must be a JSON object.")
-        extra = sorted(set(body) - _CREATE_FIELDS)
-        if extra:
-            raise InvalidInput(errors=[f"unknown field {name!r}" for name in extra])
-        name = body.get("contract")
-        if not isinstance(name, str):
-            raise InvalidInput("'contract' must be a string naming a contract.")
-        if "input" not in body:
-            raise InvalidInput("'input' is required.")
-        requested = body.get("provider")
-        if requested is not None and not isinstance(requested, str):
-            raise InvalidInput("'provider' must be a string or null.")
         contract = self._contract(name)
         primary = self._primary(name, requested)
-        errors = contract.validate_input(body["input"])
+        errors = contract.validate_input(input_)
         if errors:
             raise InvalidInput(f"input is not valid for {name}", errors=errors)
         try:
-            print_ = fingerprint(name, body["input"], requested)
+            print_ = fingerprint(name, input_, requested)
         except UnfingerprintableInput as exc:
             raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
         new = NewJob(
@@ -186,7 +177,7 @@ class JobService:
             contract=name,
             provider=primary,
             requested_provider=requested,
-            input=body["input"],
+            input=input_,
         )
         result = await self._create(new)
         if result.outcome is CreateOutcome.CREATED:
@@ -265,11 +256,9 @@ class JobService:
             raise BadRequest("The cursor is not valid.") from exc
 
     async def request_attempt(
-        self, principal: Principal, job_id: str, provider: Any
+        self, principal: Principal, job_id: str, provider: str
     ) -> AddAttemptResult:
         """Add a manual attempt if R4 allows and the provider may stand in for the primary."""
-        if not isinstance(provider, str):
-            raise InvalidInput("'provider' must be a string naming a configured provider.")
         fallback = self._provider(provider)
         job = await self.get_job(principal, job_id)
         if provider != job.provider:
@@ -329,21 +318,19 @@ class JobService:
         self,
         principal: Principal,
         attempt_id: str,
-        outcome: Any,
+        outcome: str,
         result: Any = None,
-        note: Any = "",
+        note: str = "",
     ) -> TransitionResult:
         """Resolve an ``unknown`` attempt out of band (admin); ``succeeded`` goes through R5."""
         self.require_admin(principal)
         _check_id(attempt_id, "attempt")
         try:
-            target = AttemptState(outcome) if isinstance(outcome, str) else None
+            target = AttemptState(outcome)
         except ValueError:
             target = None
         if target not in RESOLVE_OUTCOMES or target is None:
             raise InvalidInput("'outcome' must be one of failed, cancelled, succeeded.")
-        if not isinstance(note, str):
-            raise InvalidInput("'note' must be a string.")
         if target is not AttemptState.SUCCEEDED and result is not None:
             raise InvalidInput("'result' is only accepted with outcome 'succeeded'.")
         attempt = await self.store.get_attempt(attempt_id)

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request
 
 from gateway.domain.records import Principal
-from gateway.errors import Unauthorized
+from gateway.errors import Forbidden, Unauthorized
 
 MAX_KEY_LENGTH = 512  # characters; longer bearer tokens are refused without a lookup
 
@@ -35,3 +35,11 @@ async def authenticate(request: Request[Any, Any, Any]) -> Principal:
     if principal is None:
         raise Unauthorized("The API key is not valid or was revoked.")
     return principal  # type: ignore[no-any-return]
+
+
+async def authenticate_admin(request: Request[Any, Any, Any]) -> Principal:
+    """Resolve the key and require the admin scope, before anything of the request is read."""
+    principal = await authenticate(request)
+    if not principal.is_admin:
+        raise Forbidden("This route needs an API key with the admin scope.")
+    return principal

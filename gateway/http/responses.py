@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import sqlalchemy.exc
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
@@ -29,6 +28,7 @@ from gateway.errors import (
     Unauthorized,
 )
 from gateway.http.views import admin_attempt_view, job_location, job_view
+from gateway.store.failures import database_unavailable
 
 log = logging.getLogger("onejob.http")
 
@@ -41,13 +41,6 @@ NOT_READY = "urn:onejob:not-ready"
 INTERNAL = "urn:onejob:internal-error"
 UNAVAILABLE = "urn:onejob:unavailable"
 RETRY_AFTER = 1  # seconds
-#: Failures of the database connection: answered 503, never 500.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    sqlalchemy.exc.OperationalError,
-    sqlalchemy.exc.InterfaceError,
-    ConnectionError,
-    TimeoutError,
-)
 
 #: Litestar's own HTTP errors, by status, as this API's problem classes.
 _FRAMEWORK_ERRORS: dict[int, type[GatewayError]] = {
@@ -96,18 +89,29 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         if cls is not None:
             return error_response(cls(detail or None))
         return problem(exc.status_code, f"urn:onejob:http-{exc.status_code}", detail, detail)
-    if isinstance(exc, UNAVAILABLE_ERRORS):
-        # The database (or the network to it) failed: not a bug, and worth a retry.
-        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
-        return problem(
-            503,
-            UNAVAILABLE,
-            "Service unavailable",
-            "The database is not reachable; retry with the same Idempotency-Key.",
-            headers={"Retry-After": str(RETRY_AFTER)},
+    if database_unavailable(exc):
+        # The database (or the network to it) failed: not a bug, and worth a retry. The
+        # exception's text may quote a statement, so only its class is logged.
+        log.warning(
+            "database unavailable on %s %s: %s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
         )
+        return unavailable_response()
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
+
+
+def unavailable_response() -> Response[Any]:
+    """Answer 503: the database is unreachable; the request may be retried as it was."""
+    return problem(
+        503,
+        UNAVAILABLE,
+        "Service unavailable",
+        "The database is not reachable; retry with the same Idempotency-Key.",
+        headers={"Retry-After": str(RETRY_AFTER)},
+    )
 
 
 def created_response(result: CreateResult, job: JobRecord) -> Response[Any]:

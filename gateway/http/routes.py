@@ -6,14 +6,16 @@ import logging
 import re
 from typing import Annotated, Any
 
-from litestar import Request, Response, Router, get, post
+from litestar import Request, Response, Router, get, head, post
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, FromQuery, QueryParameter
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath, FromQuery, HeaderParameter, QueryParameter
 
 from gateway.domain.records import CreateOutcome, Principal
-from gateway.http.auth import authenticate
-from gateway.http.body import read_json
+from gateway.http.auth import authenticate, authenticate_admin
+from gateway.http.bodies import AttemptBody, CreateJobBody, ResolveBody, read_body
 from gateway.http.idempotency import HEADER, parse_idempotency_key
+from gateway.http.openapi import SECURITY, body_doc, problems
 from gateway.http.responses import (
     NOT_READY,
     attempt_response,
@@ -31,6 +33,26 @@ log = logging.getLogger("onejob.http")
 
 #: The authenticated caller, injected by name from ``authenticate``.
 Caller = NamedDependency[Principal]
+#: Prometheus text exposition; Litestar adds the one ``charset`` of a text type.
+METRICS_MEDIA_TYPE = "text/plain; version=0.0.4"
+#: Documented (and read by the handler itself, which also refuses it twice).
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        description='Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.',
+    ),
+]
+PreferHeader = Annotated[
+    str | None,
+    HeaderParameter(name="Prefer", description="wait=N (N <= 60): answer once the job settles."),
+]
+JOB_REPLAYED = ResponseSpec(
+    data_container=None,
+    description="A replay: this Idempotency-Key already made this job (Idempotent-Replayed: true)",
+)
+#: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced.
+LIMIT_PATTERN = r"^[1-9][0-9]{0,3}$"
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 
 
@@ -65,13 +87,23 @@ async def _maybe_wait(
     return job, {"Preference-Applied": f"wait={int(seconds)}"}
 
 
-@post("/jobs")
-async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
+@post(
+    "/jobs",
+    status_code=201,
+    dependencies=body_doc(CreateJobBody),
+    responses={200: JOB_REPLAYED, **problems(400, 409, 413, 422)},
+)
+async def create_job(
+    request: Request[Any, Any, Any],
+    principal: Caller,
+    idempotency_key: IdempotencyKeyHeader = None,
+    prefer: PreferHeader = None,
+) -> Response[Any]:
     """Create a job, or replay the one this Idempotency-Key already made."""
     key = parse_idempotency_key(request.headers.getall(HEADER.lower(), []))
-    body = await read_json(request)
+    body = await read_body(request, CreateJobBody)
     service = service_of(request)
-    result = await service.create_job(principal, key, body)
+    result = await service.create_job(principal, key, body.contract, body.input, body.provider)
     note_job(request, result.job.id)
     if result.outcome is CreateOutcome.CONFLICT:
         return created_response(result, result.job)  # nothing to wait for
@@ -82,9 +114,12 @@ async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Resp
     return response
 
 
-@get("/jobs/{job_id:str}")
+@get("/jobs/{job_id:str}", responses=problems(404))
 async def get_job(
-    request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
+    request: Request[Any, Any, Any],
+    principal: Caller,
+    job_id: FromPath[str],
+    prefer: PreferHeader = None,
 ) -> Response[Any]:
     """Return one of the caller's jobs with its attempts."""
     note_job(request, job_id)
@@ -93,7 +128,7 @@ async def get_job(
     return job_response(job, headers=headers or None)
 
 
-@get("/jobs/{job_id:str}/events")
+@get("/jobs/{job_id:str}/events", responses=problems(404))
 async def job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -103,36 +138,40 @@ async def job_events(
     return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 
-@get("/jobs")
+@get("/jobs", responses=problems(400))
 async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: FromQuery[str | None] = None,
-    limit: FromQuery[int] = 20,
+    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
     cursor: FromQuery[str | None] = None,
 ) -> Response[Any]:
     """List the caller's jobs, newest first, a page at a time."""
     jobs, next_cursor = await service_of(request).list_jobs(
-        principal, status=status, limit=limit, cursor=cursor
+        principal, status=status, limit=int(limit or 20), cursor=cursor
     )
     return Response(content={"jobs": [job_view(j) for j in jobs], "next_cursor": next_cursor})
 
 
-@post("/jobs/{job_id:str}/attempts")
+@post(
+    "/jobs/{job_id:str}/attempts",
+    status_code=202,
+    dependencies=body_doc(AttemptBody),
+    responses=problems(400, 404, 409, 413, 422),
+)
 async def add_attempt(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
     """Ask for a manual attempt on a provider (the "fallback button", R4)."""
     note_job(request, job_id)
-    body = await read_json(request)
+    body = await read_body(request, AttemptBody)
     service = service_of(request)
-    provider = body.get("provider") if isinstance(body, dict) else None
-    result = await service.request_attempt(principal, job_id, provider)
+    result = await service.request_attempt(principal, job_id, body.provider)
     job = result.job or await service.store.get_job(job_id, principal.owner_id)
     return attempt_response(result, job)
 
 
-@post("/jobs/{job_id:str}/cancel")
+@post("/jobs/{job_id:str}/cancel", status_code=200, responses=problems(404, 409))
 async def cancel_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -141,28 +180,28 @@ async def cancel_job(
     return cancel_response(await service_of(request).cancel(principal, job_id))
 
 
-@get("/contracts")
+@get("/contracts", responses=problems())
 async def list_contracts(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """List the contracts a client may name, with their routes."""
     return Response(content={"contracts": service_of(request).contracts()})
 
 
-@get("/admin/attempts")
+@get("/attempts", responses=problems(400, 403))
 async def admin_attempts(
     request: Request[Any, Any, Any],
     principal: Caller,
     attempt_state: Annotated[str | None, QueryParameter(name="state")] = None,
-    limit: FromQuery[int] = 100,
+    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
     service = service_of(request)
-    attempts = await service.list_attempts(principal, attempt_state, limit=limit)
+    attempts = await service.list_attempts(principal, attempt_state, limit=int(limit or 100))
     jobs = {a.job_id: await service.store.get_job(a.job_id) for a in attempts}  # owner, contract
     views = [admin_attempt_view(a, jobs[a.job_id]) for a in attempts]
     return Response(content={"attempts": views})
 
 
-@get("/admin/jobs/{job_id:str}")
+@get("/jobs/{job_id:str}", responses=problems(403, 404))
 async def admin_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -171,7 +210,7 @@ async def admin_job(
     return job_response(await service_of(request).get_any_job(principal, job_id))
 
 
-@get("/admin/jobs/{job_id:str}/events")
+@get("/jobs/{job_id:str}/events", responses=problems(403, 404))
 async def admin_job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -183,41 +222,41 @@ async def admin_job_events(
     return Response(content={"job_id": job.id, "events": [event_view(e) for e in events]})
 
 
-@post("/admin/attempts/{attempt_id:str}/resolve")
+@post(
+    "/attempts/{attempt_id:str}/resolve",
+    status_code=200,
+    dependencies=body_doc(ResolveBody),
+    responses=problems(400, 403, 404, 409, 413, 422),
+)
 async def admin_resolve(
     request: Request[Any, Any, Any], principal: Caller, attempt_id: FromPath[str]
 ) -> Response[Any]:
     """Resolve an unknown attempt out of band (admin)."""
     service = service_of(request)
-    service.require_admin(principal)  # before reading the body: no hints for non-admins
-    body = await read_json(request)
-    if not isinstance(body, dict):
-        body = {"outcome": None}
-    result = await service.resolve(
-        principal, attempt_id, body.get("outcome"), body.get("result"), body.get("note", "")
-    )
+    body = await read_body(request, ResolveBody)
+    result = await service.resolve(principal, attempt_id, body.outcome, body.result, body.note)
     if result.job is not None:
         note_job(request, result.job.id)
     return resolve_response(result)
 
 
-@get("/me")
+@get("/me", responses=problems())
 async def who_am_i(principal: Caller) -> Response[Any]:
     """Say whose key this is and what it may do (the console asks before showing admin views)."""
     return Response(content={"owner": principal.owner_id, "scopes": sorted(principal.scopes)})
 
 
-@get("/certifications")
+@get("/certifications", responses=problems())
 async def list_certifications(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """Show the effective failover matrix: which fallback may replace which primary."""
     return Response(content={"certifications": service_of(request).certifications_matrix()})
 
 
-@get("/metrics")
+@get("/metrics", media_type=METRICS_MEDIA_TYPE)
 async def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Expose Prometheus metrics."""
-    body, content_type = await service_of(request).render_metrics()
-    return Response(content=body, media_type=content_type)
+    body, _ = await service_of(request).render_metrics()
+    return Response(content=body, media_type=METRICS_MEDIA_TYPE)
 
 
 @get("/healthz")
@@ -226,7 +265,12 @@ async def healthz() -> Response[Any]:
     return Response(content={"status": "ok"})
 
 
-@get("/readyz")
+@head("/healthz")
+async def healthz_head() -> None:
+    """Say the process is alive, without a body (load balancers' HEAD probes)."""
+
+
+@get("/readyz", responses={503: problems()[503]})
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     """Say whether the database answers."""
     try:
@@ -252,10 +296,17 @@ def v1_router() -> Router:
             cancel_job,
             list_contracts,
             list_certifications,
-            admin_attempts,
-            admin_job_events,
-            admin_job,
-            admin_resolve,
+            admin_router(),
         ],
         dependencies={"principal": Provide(authenticate)},
+        security=SECURITY,
+    )
+
+
+def admin_router() -> Router:
+    """Build the ``/v1/admin`` routes: the admin scope is checked before the request is read."""
+    return Router(
+        path="/admin",
+        route_handlers=[admin_attempts, admin_job_events, admin_job, admin_resolve],
+        dependencies={"principal": Provide(authenticate_admin)},
     )

@@ -213,10 +213,17 @@ class CreationAndReads(StoreBase):
         query = sa.select(jobs).where(jobs.c.owner_id == owner_id)
         if status is not None:
             query = query.where(jobs.c.status == status.value)
-        if cursor:
-            query = query.where(jobs.c.id < decode_cursor(cursor))
+        after = decode_cursor(cursor) if cursor else None
+        if after is not None:
+            query = query.where(jobs.c.id < after)
         query = query.order_by(jobs.c.id.desc()).limit(limit + 1)
         async with self._read() as conn:
+            if after is not None:
+                # A cursor names a job of this owner's list; a made-up one is refused,
+                # not answered with an empty page that looks like the end.
+                mine = sa.select(jobs.c.id).where(jobs.c.id == after, jobs.c.owner_id == owner_id)
+                if (await conn.execute(mine)).first() is None:
+                    raise ValueError("invalid cursor")
             rows = (await conn.execute(query)).all()
             page = rows[:limit]
             ids = [r.id for r in page]

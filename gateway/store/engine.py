@@ -50,12 +50,18 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let us emit BEGIN ourselves (the driver's implicit BEGIN is DEFERRED).
         dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+        except Exception:
+            # SQLite opens the file lazily: an unreachable file fails here, and the pool
+            # would drop this connection without closing it (its thread would leak).
+            dbapi_connection.close()
+            raise
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:

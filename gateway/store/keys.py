@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
 import secrets
+
+import sqlalchemy as sa
 
 from gateway.domain.records import (
     Principal,
@@ -18,6 +22,17 @@ from gateway.store.statements import (
 from gateway.store.tables import api_keys
 
 log = logging.getLogger("onejob.store")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApiKeyInfo:
+    """What may be shown of a key: never the key or its hash."""
+
+    id: str
+    owner_id: str
+    scopes: frozenset[str]
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
 
 
 class ApiKeys(StoreBase):
@@ -56,3 +71,51 @@ class ApiKeys(StoreBase):
                 .values(revoked_at=self._now())
             )
             return moved.rowcount == 1
+
+    async def list_api_keys(self, owner_id: str | None = None) -> list[ApiKeyInfo]:
+        """List keys (of one owner, or all), oldest first; revoked ones included."""
+        query = sa.select(
+            api_keys.c.id,
+            api_keys.c.owner_id,
+            api_keys.c.scopes,
+            api_keys.c.created_at,
+            api_keys.c.revoked_at,
+        ).order_by(api_keys.c.created_at, api_keys.c.id)
+        if owner_id is not None:
+            query = query.where(api_keys.c.owner_id == owner_id)
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            ApiKeyInfo(r.id, r.owner_id, frozenset(r.scopes.split()), r.created_at, r.revoked_at)
+            for r in rows
+        ]
+
+    async def rotate_api_key(self, key_id: str) -> tuple[str, str] | None:
+        """Revoke an active key and create one for the same owner and scopes, atomically.
+
+        Return ``(new_key_id, secret)``, or None when ``key_id`` is not an active key.
+        """
+        new_id = self.ids.new("key")
+        secret = "oj_" + secrets.token_urlsafe(32)
+        async with self._tx() as tx:
+            now = self._now()
+            old = (
+                await tx.conn.execute(
+                    api_keys.update()
+                    .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                    .values(revoked_at=now)
+                    .returning(api_keys.c.owner_id, api_keys.c.scopes)
+                )
+            ).one_or_none()
+            if old is None:
+                return None
+            await tx.conn.execute(
+                api_keys.insert().values(
+                    id=new_id,
+                    owner_id=old.owner_id,
+                    key_hash=hash_key(secret),
+                    scopes=old.scopes,
+                    created_at=now,
+                )
+            )
+        return new_id, secret

@@ -97,7 +97,8 @@ async def test_a_console_path_that_is_not_one_of_its_files_is_not_found(
         "/console/static/__init__.py",
     ):
         r = await client.get(path)
-        assert r.status_code == 404, path
+        # An encoded slash is refused before routing (400); the others are not files.
+        assert r.status_code == (400 if "%2F" in path else 404), path
         assert r.headers["content-type"] == "application/problem+json"
 
 

@@ -1,0 +1,63 @@
+"""The typed request bodies: what each route accepts, unknown fields refused.
+
+The body is first read under the JSON rules of ``body.parse_json`` (no duplicate keys,
+NaN, U+0000, deep nesting), then converted strictly to one of these structs, so a wrong
+type or an unknown field is a 422 listing what is wrong. The same structs give the
+OpenAPI document its request schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+import msgspec
+from litestar import Request
+
+from gateway.errors import InvalidInput
+from gateway.http.body import read_json
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+class CreateJobBody(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/jobs``: the contract, its input, and optionally the primary provider."""
+
+    #: A contract of the catalog, e.g. ``ticket-triage@1``.
+    contract: str
+    #: The contract's input, valid for its input schema.
+    input: Any
+    #: The primary provider; omitted or null: the contract route's primary.
+    provider: str | None = None
+
+
+class AttemptBody(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/jobs/{id}/attempts``: the provider of the manual attempt."""
+
+    provider: str
+
+
+class ResolveBody(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/admin/attempts/{id}/resolve``: what became of an unknown attempt."""
+
+    outcome: Literal["failed", "cancelled", "succeeded"]
+    #: The result, valid for the contract's output schema (only with ``succeeded``).
+    result: Any = None
+    note: str = ""
+
+
+REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (CreateJobBody, AttemptBody, ResolveBody)
+
+
+def typed(value: Any, type_: type[T]) -> T:
+    """Convert a parsed JSON value to ``type_``; raise ``InvalidInput`` saying what is wrong."""
+    if not isinstance(value, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    try:
+        return msgspec.convert(value, type_, strict=True)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(errors=[str(exc)]) from None
+
+
+async def read_body(request: Request[Any, Any, Any], type_: type[T]) -> T:
+    """Read the request body under the JSON rules and convert it to ``type_``."""
+    return typed(await read_json(request), type_)

@@ -1,0 +1,74 @@
+"""What the OpenAPI document says beyond the handlers' signatures: bodies, problems, auth.
+
+Handlers read their bodies themselves (after authentication, under the JSON rules of
+``body.parse_json``), so Litestar does not see a ``data`` parameter. Litestar documents
+the ``data`` of any dependency a handler has, and resolves at run time only the
+dependencies a handler asks for: ``body_doc(Struct)`` is such a dependency, never asked
+for, that puts the struct's schema into the document as the request body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from litestar.di import Provide
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import Components, SecurityScheme
+
+PROBLEM_JSON = "application/problem+json"
+BEARER = "bearer"
+#: Every ``/v1`` route needs ``Authorization: Bearer <key>``.
+SECURITY: list[dict[str, list[str]]] = [{BEARER: []}]
+SECURITY_COMPONENTS = Components(
+    security_schemes={
+        BEARER: SecurityScheme(
+            type="http", scheme="bearer", description="An API key made by `onejob keys create`."
+        )
+    }
+)
+
+
+class Problem(msgspec.Struct):
+    """An RFC 9457 problem document (members beyond these depend on ``type``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
+
+_WHY: dict[int, str] = {
+    400: "Malformed request: JSON, Idempotency-Key, query parameter or cursor",
+    401: "No valid API key (``WWW-Authenticate: Bearer``)",
+    403: "The key lacks the admin scope",
+    404: "No such job or attempt for this caller",
+    409: "A conflict: key reused, attempt in progress, job closed, attempt not unknown",
+    413: "The body is larger than the gateway accepts",
+    422: "Well-formed but not acceptable: unknown field, wrong type, contract, provider, input",
+    503: "The database is unreachable (``Retry-After``); retrying as sent is safe",
+}
+
+
+def problems(*statuses: int) -> dict[int, ResponseSpec]:
+    """Document the problem+json answers a route can give (401 and 503 always)."""
+    return {
+        status: ResponseSpec(
+            data_container=Problem,
+            media_type=PROBLEM_JSON,
+            description=_WHY[status],
+            generate_examples=False,
+        )
+        for status in sorted({401, 503, *statuses})
+    }
+
+
+def body_doc(struct: type[msgspec.Struct]) -> Mapping[str, Provide]:
+    """Return a dependency that documents ``struct`` as the request body (never resolved)."""
+
+    def documented(data: Any) -> None:  # pragma: no cover - OpenAPI only, never called
+        return None
+
+    documented.__annotations__ = {"data": struct, "return": None}
+    return {"request_body_schema": Provide(documented, sync_to_thread=False)}

@@ -1,0 +1,84 @@
+"""The OpenAPI document says what the routes answer: bodies, codes, problems, auth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+async def _doc(client: httpx.AsyncClient) -> dict[str, Any]:
+    r = await client.get("/schema/openapi.json")
+    assert r.status_code == 200
+    doc: dict[str, Any] = r.json()
+    return doc
+
+
+async def test_every_body_route_documents_its_typed_request_body(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = await _doc(client)
+    schemas = doc["components"]["schemas"]
+    for path, name in (
+        ("/v1/jobs", "CreateJobBody"),
+        ("/v1/jobs/{job_id}/attempts", "AttemptBody"),
+        ("/v1/admin/attempts/{attempt_id}/resolve", "ResolveBody"),
+    ):
+        body = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        assert body["schema"]["$ref"] == f"#/components/schemas/{name}"
+    assert schemas["CreateJobBody"]["required"] == ["contract", "input"]
+    assert set(schemas["ResolveBody"]["properties"]["outcome"]["enum"]) == {
+        "failed",
+        "cancelled",
+        "succeeded",
+    }
+
+
+async def test_documented_success_codes_are_the_ones_answered(
+    client: httpx.AsyncClient,
+) -> None:
+    paths = (await _doc(client))["paths"]
+    assert {"201", "200", "409", "422"} <= set(paths["/v1/jobs"]["post"]["responses"])
+    assert "201" not in paths["/v1/jobs/{job_id}/cancel"]["post"]["responses"]
+    assert "200" in paths["/v1/jobs/{job_id}/cancel"]["post"]["responses"]
+    assert "202" in paths["/v1/jobs/{job_id}/attempts"]["post"]["responses"]
+    assert "201" not in paths["/v1/jobs/{job_id}/attempts"]["post"]["responses"]
+    assert "200" in paths["/v1/admin/attempts/{attempt_id}/resolve"]["post"]["responses"]
+    metrics = paths["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/plain; version=0.0.4"]
+
+
+async def test_every_v1_route_needs_the_bearer_scheme_and_documents_its_problems(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = await _doc(client)
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key made by `onejob keys create`.",
+    }
+    for path, item in doc["paths"].items():
+        if not path.startswith("/v1/"):
+            continue
+        for op in item.values():
+            assert op["security"] == [{"bearer": []}], path
+            for status in ("401", "503"):
+                content = op["responses"][status]["content"]
+                assert list(content) == ["application/problem+json"], (path, status)
+        if path.startswith("/v1/admin/"):
+            assert all("403" in op["responses"] for op in item.values()), path
+    create = doc["paths"]["/v1/jobs"]["post"]
+    headers = {p["name"] for p in create["parameters"] if p["in"] == "header"}
+    assert headers == {"Idempotency-Key", "Prefer"}
+
+
+async def test_metrics_say_charset_once_and_head_healthz_answers(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].count("charset") == 1
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    head = await client.head("/healthz")
+    assert head.status_code == 200
+    assert head.content == b""
