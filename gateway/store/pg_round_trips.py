@@ -115,11 +115,16 @@ async def raw(conn: AsyncConnection, sql: str) -> AsyncIterator[Any]:
     except Exception as exc:
         import asyncpg
 
-        if not isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+        from_driver = type(exc).__module__.startswith("asyncpg")
+        if not (from_driver or isinstance(exc, OSError | TimeoutError)):
             raise
-        lost = isinstance(
-            exc, OSError | asyncpg.InterfaceError | asyncpg.PostgresConnectionError
-        ) or (driver is not None and driver.is_closed())
+        # A server error (a constraint, a bad statement) leaves the connection usable;
+        # anything else (a cut socket, "cannot switch to state", a closed connection,
+        # an admin shutdown) means it is not, and the pool must not hand it out again.
+        server_error = isinstance(exc, asyncpg.PostgresError) and not isinstance(
+            exc, asyncpg.PostgresConnectionError | asyncpg.AdminShutdownError
+        )
+        lost = not server_error or (driver is not None and driver.is_closed())
         if lost:
             await conn.invalidate(exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
