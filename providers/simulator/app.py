@@ -8,6 +8,7 @@ Paths: ``/p/{provider}`` in front of the real API path names the simulated provi
 it the provider is ``default``::
 
     POST [/p/{provider}]/v1/chat/completions                  OpenAI (and compatible)
+    GET  [/p/{provider}]/v1/chat/completions?metadata[k]=v    OpenAI stored completions
     POST [/p/{provider}]/v1/messages                          Anthropic
     POST [/p/{provider}]/v1beta/models/{model}:generateContent Gemini (also /v1/models/...)
     GET  /_sim/health   GET /_sim/calls[?provider=]   POST /_sim/script   POST /_sim/reset
@@ -101,6 +102,9 @@ class SimulatorApp:
         self._clock = clock
         self.script = Script()
         self.calls: list[CallRecord] = []
+        #: Completions sent with ``store: true``, per provider, oldest first: what the
+        #: simulated provider did, whether or not the client was still there to hear it.
+        self.stored: dict[str, list[dict[str, Any]]] = {}
         self._seq = itertools.count(1)  # numbers the calls since the last reset
         self._served = itertools.count(1)  # never reset: keeps request ids unique
         self._closing: asyncio.Event | None = None
@@ -121,6 +125,7 @@ class SimulatorApp:
         """Clear scripts, the call log and profile overrides."""
         self.script.clear()
         self.calls.clear()
+        self.stored.clear()
         self._overrides.clear()
         self._seq = itertools.count(1)
 
@@ -158,6 +163,9 @@ class SimulatorApp:
         routed = route(path)
         if routed is None:
             await _send(send, _plain_json(404, {"error": f"no simulated API at {path}"}))
+            return
+        if method == "GET" and routed[1] is WireProtocol.OPENAI and routed[2] is None:
+            await _send(send, self._list_stored(routed[0], scope))
             return
         if method != "POST":
             await _send(send, _plain_json(405, {"error": "use POST"}))
@@ -240,6 +248,12 @@ class SimulatorApp:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             record.outcome = "dropped"
             raise DropConnection("stopping while a request hangs")
+        if kind is BehaviourKind.DROP_UNPROCESSED:
+            # Declare a body so the client cannot mistake the close for a complete answer.
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"2")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            record.outcome = "dropped_unprocessed"
+            raise DropConnection("drop_unprocessed")
         if kind is BehaviourKind.DELAY:
             await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
         if kind is BehaviourKind.STATUS:
@@ -253,6 +267,8 @@ class SimulatorApp:
             response = self._answer(
                 record, wire, request_id, malformed_output=kind is BehaviourKind.MALFORMED
             )
+            if wire.store and response.status == 200:
+                self._keep(record, wire, response)
         if kind is BehaviourKind.DROP_AFTER_HEADERS:
             await send(
                 {
@@ -313,6 +329,54 @@ class SimulatorApp:
                 request_id,
             )
         return render_success(wire, reply, request_id, now=self._clock())
+
+    def _keep(self, record: CallRecord, wire: WireRequest, response: WireResponse) -> None:
+        """Store a finished completion for the lookup, before it is sent (or lost)."""
+        completion = json.loads(response.body)
+        completion["metadata"] = dict(wire.metadata or {})
+        self.stored.setdefault(record.provider, []).append(completion)
+        record.stored_id = str(completion["id"])
+
+    def _list_stored(self, provider: str, scope: Scope) -> WireResponse:
+        """Answer ``GET /v1/chat/completions`` as OpenAI lists stored completions."""
+        pairs = urllib.parse.parse_qsl(scope.get("query_string", b"").decode())
+        wanted: dict[str, str] = {}
+        options: dict[str, str] = {}
+        for name, value in pairs:
+            if m := _METADATA_PARAM.fullmatch(name):
+                wanted[m.group(1)] = value
+            elif name in ("after", "limit", "order", "model"):
+                options[name] = value
+            else:
+                return _openai_400(f"Unrecognized request argument supplied: {name}")
+        limit_text = options.get("limit", str(LIST_DEFAULT_LIMIT))
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
+            return _openai_400(f"limit must be an integer between 1 and {LIST_MAX_LIMIT}")
+        order = options.get("order", "asc")
+        if order not in ("asc", "desc"):
+            return _openai_400("order must be 'asc' or 'desc'")
+        items = [
+            c
+            for c in self.stored.get(provider, [])
+            if all(c["metadata"].get(k) == v for k, v in wanted.items())
+            and options.get("model") in (None, c.get("model"))
+        ]
+        if order == "desc":
+            items.reverse()
+        if "after" in options:
+            ids = [c["id"] for c in items]
+            items = items[ids.index(options["after"]) + 1 :] if options["after"] in ids else []
+        page = items[: int(limit_text)]
+        return _plain_json(
+            200,
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(items) > len(page),
+            },
+        )
 
     async def _hold_until_hangup(self, receive: Receive) -> bool:
         """Wait until the client hangs up (True), or the server stops or ``MAX_DELAY`` passes."""
@@ -386,6 +450,15 @@ class SimulatorApp:
         merged = {**{k: v.value for k, v in self._configured.items()}}
         merged.update({k: v.value for k, v in self._overrides.items()})
         return {"default": self.default_profile.value, "profiles": merged}
+
+
+_METADATA_PARAM = re.compile(r"metadata\[([^\]]+)\]")
+LIST_DEFAULT_LIMIT = 20  # stored completions per page when the client names no limit
+LIST_MAX_LIMIT = 100  # the most one page may hold
+
+
+def _openai_400(message: str) -> WireResponse:
+    return render_error(WireProtocol.OPENAI, 400, message, "list")
 
 
 def _contract_name(user: str) -> str | None:

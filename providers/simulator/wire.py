@@ -40,6 +40,8 @@ class WireRequest:
     user: str  #: the text of the last user message
     max_tokens: int | None
     tool_name: str | None = None  #: Anthropic: the tool that ``tool_choice`` forces
+    store: bool = False  #: OpenAI: keep the completion for a later lookup (``store: true``)
+    metadata: dict[str, str] | None = None  #: OpenAI: the ``metadata`` pairs sent with it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,13 +104,39 @@ def _parse_openai(body: dict[str, Any]) -> WireRequest:
     if not users:
         raise WireError("'messages' must contain a user message")
     limit = _int_or_none(body.get("max_completion_tokens")) or _int_or_none(body.get("max_tokens"))
+    store = body.get("store", False)
+    if store is not None and not isinstance(store, bool):
+        raise WireError("'store' must be a boolean")
     return WireRequest(
         protocol=WireProtocol.OPENAI,
         model=model,
         system="\n".join(system_parts) if system_parts else None,
         user=_text_of(users[-1].get("content")),
         max_tokens=limit,
+        store=bool(store),
+        metadata=_openai_metadata(body.get("metadata")),
     )
+
+
+#: OpenAI's limits on ``metadata``: pairs, key length, value length (characters).
+METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
+
+
+def _openai_metadata(value: Any) -> dict[str, str] | None:
+    """Check ``metadata`` as OpenAI does: at most 16 string pairs, keys 64, values 512 chars."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) > METADATA_PAIRS:
+        raise WireError(f"'metadata' must be an object of at most {METADATA_PAIRS} pairs")
+    for key, item in value.items():
+        if not isinstance(item, str) or len(key) > METADATA_KEY_CHARS:
+            raise WireError(
+                f"'metadata' keys are at most {METADATA_KEY_CHARS} characters "
+                "and values must be strings"
+            )
+        if len(item) > METADATA_VALUE_CHARS:
+            raise WireError(f"'metadata' values are at most {METADATA_VALUE_CHARS} characters")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _parse_anthropic(body: dict[str, Any]) -> WireRequest:
