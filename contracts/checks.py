@@ -27,6 +27,7 @@ import jinja2
 from contracts.model import Case, Contract
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
+from providers.plugin import plugin_for
 from providers.tokenizers import (
     HFTokenizer,
     TiktokenTokenizer,
@@ -90,38 +91,11 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
 
 def system_placement_errors(protocol: str, body: dict[str, Any], req: ProviderRequest) -> list[str]:
     """Return where the wire body puts the system prompt wrongly for ``protocol``."""
-    errors: list[str] = []
-    if protocol in ("openai", "openai-compatible"):
-        msgs = body.get("messages") or []
-        first = msgs[0] if msgs else {}
-        if first.get("role") != "system" or first.get("content") != req.system:
-            errors.append("the first message is not the system prompt")
-        if sum(1 for m in msgs if m.get("role") == "system") != 1:
-            errors.append("there must be exactly one system message")
-        if not msgs or msgs[-1].get("role") != "user" or msgs[-1].get("content") != req.user:
-            errors.append("the last message is not the user message")
-    elif protocol == "anthropic":
-        system = body.get("system")
-        text = (
-            system
-            if isinstance(system, str)
-            else "".join(b.get("text", "") for b in system or [] if isinstance(b, dict))
-        )
-        if text != req.system:
-            errors.append("the top-level 'system' field does not hold the system prompt")
-        if any(m.get("role") == "system" for m in body.get("messages") or []):
-            errors.append("the Messages API has no system role, yet a message uses it")
-        if req.system in json.dumps(body.get("messages"), ensure_ascii=False):
-            errors.append("the system prompt leaked into the messages")
-    elif protocol == "gemini":
-        parts = (body.get("systemInstruction") or {}).get("parts") or []
-        if "".join(p.get("text", "") for p in parts) != req.system:
-            errors.append("'systemInstruction' does not hold the system prompt")
-        if req.system in json.dumps(body.get("contents"), ensure_ascii=False):
-            errors.append("the system prompt leaked into 'contents'")
-    else:
-        errors.append(f"unknown protocol {protocol!r}")
-    return errors
+    try:
+        plugin = plugin_for(protocol)
+    except ValueError:
+        return [f"unknown protocol {protocol!r}"]
+    return plugin.placement_errors(body, req)
 
 
 def check_render(

@@ -48,7 +48,7 @@ def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
         root = f"{base_url}/p/{name}"
         out[name] = ProviderConfig(
             name=name,
-            protocol=protocol,  # type: ignore[arg-type]
+            protocol=protocol,
             base_url=f"{root}/v1" if protocol in ("openai", "openai-compatible") else root,
             model=model,
             timeout=10.0,
@@ -131,9 +131,10 @@ async def _simulator(enabled: bool) -> AsyncIterator[str | None]:
     if not enabled:
         yield None
         return
+    from providers.sim_cli import contract_catalog
     from providers.simulator import run_simulator
 
-    async with run_simulator(port=0) as sim:
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
         yield sim.base_url
 
 

@@ -34,7 +34,7 @@ async def test_case_passes_every_layer(
         async with runner.client_for([provider]) as client:
             result = await runner.run_case(client, contract, case, provider)
     else:
-        async with run_simulator(port=0) as sim:
+        async with run_simulator(port=0, catalog=CATALOG) as sim:
             provider = sim_providers(sim.base_url)[provider_name]
             async with runner.client_for([provider]) as client:
                 result = await runner.run_case(client, contract, case, provider)

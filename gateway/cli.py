@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import contextlib
 import importlib
 import logging
@@ -39,7 +40,8 @@ PLUGINS: dict[str, str] = {
     "can-i-failover": "contracts.cli",
     "scenarios": "scenarios.cli",
 }
-_BUILTIN = frozenset({"serve", "db", "keys"})
+_BUILTIN = frozenset({"serve", "db", "keys", "jobs"})
+MIN_RETENTION = dt.timedelta(hours=24)  # keys are honoured at least this long (as Stripe does)
 
 
 def _plugins_for(argv: list[str] | None) -> list[str]:
@@ -87,6 +89,23 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     create.add_argument("--admin", action="store_true", help="add the admin scope")
     _settings_args(create)
     create.set_defaults(func=cmd_keys_create)
+
+    jobs_cmd = sub.add_parser("jobs", help="job retention")
+    jobs_sub = jobs_cmd.add_subparsers(dest="jobs_command", required=True)
+    prune = jobs_sub.add_parser(
+        "prune",
+        help="delete settled jobs (succeeded, failed, cancelled) older than a window",
+        description=(
+            "Delete succeeded, failed and cancelled jobs created before the window, with "
+            "their attempts and events. A key is honoured (replay or 409) while its job "
+            "exists: after pruning, the same key makes a new job. Queued, running and "
+            "unknown jobs are never pruned. The window is at least 24h."
+        ),
+    )
+    prune.add_argument("--older-than", required=True, help="e.g. 30d or 48h (at least 24h)")
+    prune.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    _settings_args(prune)
+    prune.set_defaults(func=cmd_jobs_prune)
 
     for module in _plugins_for(argv):
         importlib.import_module(module).register(sub)
@@ -137,6 +156,51 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(secret, flush=True)
+    return 0
+
+
+def parse_window(text: str) -> dt.timedelta:
+    """Read ``30d`` or ``48h`` as a duration; raise ValueError otherwise."""
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in ("d", "h"):
+        raise ValueError(f"{text!r} is not a window like 30d or 48h")
+    return dt.timedelta(days=int(number)) if unit == "d" else dt.timedelta(hours=int(number))
+
+
+def cmd_jobs_prune(args: argparse.Namespace) -> int:
+    """Delete settled jobs older than the window, in batches, with progress on stderr."""
+    from gateway.store import open_store, upgrade_database
+
+    try:
+        window = parse_window(args.older_than)
+    except ValueError as exc:
+        print(f"onejob jobs prune: {exc}", file=sys.stderr)
+        return 2
+    if window < MIN_RETENTION:
+        print("onejob jobs prune: the window must be at least 24h", file=sys.stderr)
+        return 2
+    settings = _settings(args)
+    configure_logging(settings.log_level)
+
+    async def prune() -> int:
+        await upgrade_database(settings.database_url)
+        store = await open_store(settings.database_url)
+        total = 0
+        try:
+            cutoff = store.clock.now() - window
+            while True:
+                n = await store.prune_jobs(cutoff, dry_run=args.dry_run)
+                total += n
+                if n == 0 or args.dry_run:
+                    return total
+                print(f"  pruned {total} jobs so far", file=sys.stderr)
+        finally:
+            await store.close()
+
+    total = asyncio.run(prune())
+    verb = "would prune at least" if args.dry_run else "pruned"
+    print(f"{verb} {total} settled jobs created more than {args.older_than} ago", file=sys.stderr)
+    print(total)
     return 0
 
 

@@ -20,17 +20,44 @@ ATTEMPTS_CHANNEL = "onejob_attempts"
 JOBS_CHANNEL = "onejob_jobs"
 
 
+class JobWatch:
+    """One waiter's view of a job: set when it changed, with the record when known."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        #: The job as the changing transaction committed it; None: re-read it.
+        self.record: Any = None
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a change; say whether one came (and reset)."""
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        self.changed.clear()
+        return True
+
+    def take(self) -> Any:
+        """Return the record the last change brought (None: unknown) and forget it."""
+        record, self.record = self.record, None
+        return record
+
+
 class ChangeHub:
     """Fan out job changes to waiting requests and attempt creations to idle runners."""
 
     def __init__(self) -> None:
-        self._job_waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._job_waiters: dict[str, set[JobWatch]] = defaultdict(set)
         self._attempt_event = asyncio.Event()
 
-    def publish_job(self, job_id: str) -> None:
-        """Wake everyone waiting on ``job_id``."""
-        for event in self._job_waiters.get(job_id, ()):
-            event.set()
+    def publish_job(self, job_id: str, record: Any = None) -> None:
+        """Wake everyone waiting on ``job_id``; hand them ``record`` if the publisher has it.
+
+        A change from another process (``pg_notify``) carries no record: waiters re-read.
+        """
+        for watch in self._job_waiters.get(job_id, ()):
+            watch.record = record
+            watch.changed.set()
 
     def publish_attempt(self) -> None:
         """Wake idle runners: a ``starting`` attempt exists."""
@@ -48,14 +75,14 @@ class ChangeHub:
     @contextlib.contextmanager
     def watch(self, job_id: str) -> Any:
         """Register interest in ``job_id`` before reading it, so no change slips between."""
-        event = asyncio.Event()
-        self._job_waiters[job_id].add(event)
+        watch = JobWatch()
+        self._job_waiters[job_id].add(watch)
         try:
-            yield event
+            yield watch
         finally:
             waiters = self._job_waiters.get(job_id)
             if waiters is not None:
-                waiters.discard(event)
+                waiters.discard(watch)
                 if not waiters:
                     del self._job_waiters[job_id]
 

@@ -113,9 +113,13 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
     if not settings.simulator.enabled:
         yield
         return
+    from providers.sim_cli import contract_catalog
     from providers.simulator.server import run_simulator
 
-    async with run_simulator(port=settings.simulator.port, host=settings.simulator.host) as sim:
+    sim_cfg = settings.simulator
+    async with run_simulator(
+        port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog
+    ) as sim:
         log.info("bundled simulator listening", extra={"url": sim.base_url})
         yield
 
@@ -127,10 +131,8 @@ def _simulator_process(settings: Settings) -> Iterator[None]:
         yield
         return
     sim = settings.simulator
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
-        + ["--port", str(sim.port), "--log-level", "warning"]
-    )
+    command = [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
+    proc = subprocess.Popen([*command, "--port", str(sim.port), "--log-level", "warning"])
     try:
         _wait_for_port(sim.host, sim.port, proc)
         log.info("bundled simulator listening", extra={"url": f"http://{sim.host}:{sim.port}"})

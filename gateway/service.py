@@ -6,8 +6,6 @@ closed) come back as the store's result values. The HTTP layer maps both in one 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import re
 import time
@@ -150,8 +148,6 @@ class JobService:
             self.certifications,
         )
         self._runner: LocalRunner | None = None
-        #: First attempts this process runs, by job id, while they run.
-        self._local_runs: dict[str, asyncio.Task[JobRecord | None]] = {}
 
     def use_local_runner(self, runner: LocalRunner | None) -> None:
         """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
@@ -219,10 +215,7 @@ class JobService:
         if result.claimed is None:
             runner.release()
             return result
-        task = runner.run_claimed(result.claimed)
-        job_id = result.job.id
-        self._local_runs[job_id] = task
-        task.add_done_callback(lambda _: self._local_runs.pop(job_id, None))
+        runner.run_claimed(result.claimed)
         return result
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
@@ -371,35 +364,35 @@ class JobService:
             raise NotFound(f"No attempt {attempt_id!r}.")
         return res
 
-    async def wait_for(self, job: JobRecord, seconds: float) -> JobRecord:
-        """Return ``job`` once it is settled or ``seconds`` have passed, whichever is first."""
+    async def wait_for(self, job: JobRecord, seconds: float, *, fresh: bool = False) -> JobRecord:
+        """Return ``job`` once it is settled or ``seconds`` have passed, whichever is first.
+
+        A change made in this process hands the waiter the job as its transaction
+        committed it, so nothing is re-read; a change from another process (or none,
+        within the poll interval) makes the waiter re-read. ``fresh``: ``job`` comes from
+        this process's own creating transaction, so the first read is skipped.
+        """
         seconds = max(0.0, min(seconds, MAX_WAIT))
         if job.status.settled or seconds == 0:
             return job
         deadline = time.monotonic() + seconds
-        local = self._local_runs.get(job.id)
-        if local is not None:
-            # This process runs the attempt: its deciding transaction hands back the job,
-            # so there is nothing to re-read unless it did not settle it.
-            with contextlib.suppress(Exception):  # a timeout, or the run failed: re-read
-                decided = await asyncio.wait_for(asyncio.shield(local), seconds)
-                if decided is not None and decided.owner_id == job.owner_id:
-                    job = decided
-            if job.status.settled or time.monotonic() >= deadline:
-                return job
         hub = self.hub or ChangeHub()
-        with hub.watch(job.id) as changed:
+        with hub.watch(job.id) as watch:
+            stale = not fresh
             while True:
-                fresh = await self.store.get_job(job.id, job.owner_id)
-                if fresh is None:
-                    return job
-                job = fresh
+                if stale:
+                    again = await self.store.get_job(job.id, job.owner_id)
+                    if again is None:
+                        return job
+                    job = again
                 remaining = deadline - time.monotonic()
                 if job.status.settled or remaining <= 0:
                     return job
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(remaining, WAIT_POLL_INTERVAL))
-                changed.clear()
+                await watch.wait(min(remaining, WAIT_POLL_INTERVAL))
+                record = watch.take()
+                stale = record is None
+                if record is not None:
+                    job = record
 
     def certifications_matrix(self) -> list[dict[str, Any]]:
         """Return the effective failover matrix: one row per contract and configured fallback."""

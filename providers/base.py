@@ -56,6 +56,10 @@ class ProviderResult:
     finish_reason: str | None
     latency: float  # seconds
     model: str | None = None  #: the model that answered, as the provider said
+    #: Request parameters the adapter left out because the model refuses them, e.g.
+    #: ``("temperature",)``: then the contract's temperature 0 was not applied and the
+    #: stability of its answers rests on pass^k alone (certification records that).
+    omitted_parameters: tuple[str, ...] = ()
 
 
 class ProviderError(Exception):
@@ -74,13 +78,17 @@ class ProviderError(Exception):
         status_code: int | None = None,
         request_id: str | None = None,
         body_excerpt: str | None = None,
+        hint: str | None = None,
     ) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
+        message = message or (self.__doc__ or "").strip()
+        super().__init__(f"{message} (hint: {hint})" if hint else message)
         if reason is not None:
             self.reason = reason
         self.status_code = status_code
         self.request_id = request_id
         self.body_excerpt = body_excerpt
+        #: The usual mistake behind this error ("does base_url end in /v1?"), if one is known.
+        self.hint = hint
 
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-safe description (never contains secrets)."""

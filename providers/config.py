@@ -8,7 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Protocol = Literal["openai", "anthropic", "gemini", "openai-compatible"]
+from providers.plugin import Capabilities
+
+#: The protocols a provider may name: each is a plug-in (``providers.plugin.PLUGIN_MODULES``).
+Protocol = str
 
 #: Protocols whose API can later be asked whether it did an attempt's work.
 RECONCILABLE_PROTOCOLS = frozenset({"openai"})
@@ -18,10 +21,19 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
 
 
+class CapabilityOverrides(BaseModel):
+    """``[providers.NAME.capabilities]``: what the model accepts, where the default is wrong."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The model takes ``temperature``; None: the protocol's default for the model.
+    temperature: bool | None = None
+
+
 class ProviderConfig(BaseModel):
     """One provider endpoint: which wire protocol, where, which model, which key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     name: str
     protocol: Protocol
@@ -44,6 +56,28 @@ class ProviderConfig(BaseModel):
     #: did that attempt's work (OpenAI: ``store: true`` and ``metadata``; the completions
     #: are then kept by the provider). Only the ``openai`` protocol offers such a lookup.
     reconcile: bool = False
+    #: Overrides of the protocol's per-model capability defaults (``temperature``).
+    capabilities_override: CapabilityOverrides = Field(
+        default_factory=CapabilityOverrides, alias="capabilities"
+    )
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        from providers.plugin import plugins  # late: the plug-ins import this module
+
+        if value not in plugins():
+            known = ", ".join(sorted(plugins()))
+            raise ValueError(f"unknown protocol {value!r} (known: {known})")
+        return value
+
+    def capabilities(self) -> Capabilities:
+        """Return what the configured model accepts: the protocol's default, then overrides."""
+        from providers.plugin import plugin_for
+
+        default = plugin_for(self.protocol).capabilities(self.model)
+        temperature = self.capabilities_override.temperature
+        return Capabilities(temperature=default.temperature if temperature is None else temperature)
 
     @model_validator(mode="before")
     @classmethod

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import ProviderRequest
-from providers.openai import OpenAIAdapter
+from providers.openai import OpenAIAdapter, check_request, placement_errors
+from providers.plugin import Capabilities, ProtocolPlugin
 
-ADAPTER_VERSION = "openai-compatible/1"
+ADAPTER_VERSION = "openai-compatible/2"
 
 
 class OpenAICompatibleAdapter(OpenAIAdapter):
@@ -21,8 +22,27 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
     adapter_version = ADAPTER_VERSION
     max_tokens_field = "max_tokens"
 
+    def check(self, body: dict[str, Any]) -> None:
+        """Check the Chat Completions rules, without those only OpenAI's models have."""
+        check_request(body, model_rules=False)
+
     def response_format(self, request: ProviderRequest) -> dict[str, Any]:
         """Return ``json_schema`` or ``json_object`` as configured."""
         if self.config.response_format == "json_object":
             return {"type": "json_object"}
         return super().response_format(request)
+
+
+def capabilities(model: str) -> Capabilities:
+    """Return what a local model accepts (servers take ``temperature``)."""
+    return Capabilities(temperature=True)
+
+
+#: Served in the simulator by the OpenAI wire (same path and shapes).
+PLUGIN = ProtocolPlugin(
+    name="openai-compatible",
+    adapter=OpenAICompatibleAdapter,
+    adapter_version=ADAPTER_VERSION,
+    capabilities=capabilities,
+    placement_errors=placement_errors,
+)

@@ -1,8 +1,13 @@
-"""The ``onejob sim`` command: run the provider simulator as a process."""
+"""The ``onejob sim`` command: run the provider simulator as a process.
+
+This is a composition root: it hands the simulator the contract catalog, so the simulator
+itself never imports ``contracts``.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from providers.simulator.profiles import Profile
 
@@ -18,6 +23,13 @@ def _profile_pair(text: str) -> tuple[str, str]:
     except ValueError:
         known = ", ".join(p.value for p in Profile)
         raise argparse.ArgumentTypeError(f"unknown profile {profile!r} (known: {known})") from None
+
+
+def contract_catalog() -> Any:
+    """Load the bundled contract catalog (what the simulator answers from)."""
+    from contracts.catalog import load_catalog
+
+    return load_catalog()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +71,7 @@ def run_serve(args: argparse.Namespace) -> int:
         profiles=dict(args.profile),
         default_profile=args.default_profile,
         log_level=args.log_level,
+        catalog=contract_catalog,
     )
     return 0
 

@@ -30,6 +30,7 @@ text taken from a provider's answer is redacted before it reaches a message or a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -55,6 +56,7 @@ from providers.base import (
     Usage,
 )
 from providers.config import ProviderConfig
+from providers.plugin import RequestRefused, SchemaNotSupported
 
 logger = logging.getLogger("providers")
 
@@ -126,8 +128,9 @@ def status_error(
     config: ProviderConfig,
     response: httpx.Response,
     request_id: str | None,
+    hint: str | None = None,
 ) -> ProviderError:
-    """Classify a non-2xx answer."""
+    """Classify a non-2xx answer (``hint``: the usual mistake behind it, if known)."""
     code = response.status_code
     detail = excerpt(_error_message(response.content), config.api_key())
     message = f"{config.name} answered HTTP {code}: {detail}"
@@ -136,6 +139,7 @@ def status_error(
         "status_code": code,
         "request_id": request_id,
         "body_excerpt": detail,
+        "hint": hint,
     }
     if code in config.unknown_statuses:
         return AmbiguousStatus(message, **common)
@@ -156,10 +160,49 @@ class JsonHttpAdapter:
         self.config = config
         self.client = client
         self.name = config.name
+        self.capabilities = config.capabilities()
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """Return ``(url, headers, body)`` for ``request``."""
+        """Return ``(url, headers, body)`` for ``request``.
+
+        Raise ``SchemaNotSupported`` when the contract's schema has no equivalent in the
+        API's dialect.
+        """
         raise NotImplementedError
+
+    def check(self, body: dict[str, Any]) -> None:
+        """Raise ``RequestRefused`` for a body the API would refuse (its request rules)."""
+
+    def omitted(self, request: ProviderRequest) -> tuple[str, ...]:
+        """Return the parameters of ``request`` this model refuses, which are not sent."""
+        return () if self.capabilities.temperature else ("temperature",)
+
+    def hint(self, status: int, url: str) -> str | None:
+        """Return the usual mistake behind ``status`` on ``url``, if one is known."""
+        if status == 401:
+            env = self.config.api_key_env
+            return f"is {env} set to a valid key?" if env else "no api_key_env is configured"
+        return None
+
+    def prepare(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """Build the request and check it locally; raise ``Rejected`` before sending a bad one."""
+        try:
+            url, headers, body = self.build(request)
+        except SchemaNotSupported as exc:
+            raise Rejected(
+                f"{self.name} ({self.config.protocol}) cannot take the contract's schema "
+                f"{request.schema_name!r} without changing its meaning: {exc}",
+                reason="schema_unsupported",
+            ) from exc
+        try:
+            self.check(body)
+        except RequestRefused as exc:
+            raise Rejected(
+                f"{self.name} ({self.config.protocol}) would refuse this request, so it was "
+                f"not sent: {exc.message}",
+                reason="invalid_request",
+            ) from exc
+        return url, headers, body
 
     def parse(self, data: dict[str, Any], request_id: str | None, latency: float) -> ProviderResult:
         """Turn a 2xx body into a result, or raise ``Refused``/``BadOutput``."""
@@ -178,7 +221,7 @@ class JsonHttpAdapter:
 
     async def call(self, request: ProviderRequest) -> ProviderResult:
         """Call the provider once; raise a ``ProviderError`` subclass on failure."""
-        url, headers, body = self.build(request)
+        url, headers, body = self.prepare(request)
         started = time.perf_counter()
         logger.debug(
             "provider call %s model=%s key=%s",
@@ -192,12 +235,15 @@ class JsonHttpAdapter:
             response.headers.get(self.request_id_header) if self.request_id_header else None
         )
         if not 200 <= response.status_code <= 299:
-            error = status_error(self.config, response, request_id)
+            hint = self.hint(response.status_code, url)
+            error = status_error(self.config, response, request_id, hint)
             logger.info("provider %s failed: %s (%s)", self.name, error.reason, error.outcome)
             raise error
         data = self._envelope(response, request_id)
         request_id = request_id or self.body_request_id(data)
-        return self.parse(data, request_id, latency)
+        result = self.parse(data, request_id, latency)
+        omitted = self.omitted(request)
+        return dataclasses.replace(result, omitted_parameters=omitted) if omitted else result
 
     async def _send(
         self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float

@@ -44,11 +44,16 @@ class IdFactory(Protocol):
 
 
 class UlidFactory:
-    """Sortable ids: ``job_01J...``, ``att_01J...``."""
+    """Sortable ids: ``job_01J...``, ``att_01J...``, their time read from ``clock``."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
 
     def new(self, prefix: str) -> str:
         """Return ``<prefix>_<ULID>``."""
-        return f"{prefix}_{ULID()}"
+        if self.clock is None:
+            return f"{prefix}_{ULID()}"
+        return f"{prefix}_{ULID.from_datetime(self.clock.now())}"
 
 
 class SequentialIds:

@@ -164,6 +164,12 @@ class JobStore(Protocol):
         """Return the principal of an unrevoked key, or None."""
         ...
 
+    async def prune_jobs(
+        self, older_than: dt.datetime, *, batch: int = 1000, dry_run: bool = False
+    ) -> int:
+        """Delete a batch of settled jobs created before ``older_than``; return how many."""
+        ...
+
     async def ping(self) -> None:
         """Raise if the database cannot be reached (readiness)."""
         ...

@@ -56,12 +56,12 @@ def preferred_wait(request: Request[Any, Any, Any]) -> float | None:
 
 
 async def _maybe_wait(
-    request: Request[Any, Any, Any], service: JobService, job: Any
+    request: Request[Any, Any, Any], service: JobService, job: Any, *, fresh: bool = False
 ) -> tuple[Any, dict[str, str]]:
     seconds = preferred_wait(request)
     if seconds is None:
         return job, {}
-    job = await service.wait_for(job, seconds)
+    job = await service.wait_for(job, seconds, fresh=fresh)
     return job, {"Preference-Applied": f"wait={int(seconds)}"}
 
 
@@ -75,7 +75,8 @@ async def create_job(request: Request[Any, Any, Any], principal: Caller) -> Resp
     note_job(request, result.job.id)
     if result.outcome is CreateOutcome.CONFLICT:
         return created_response(result, result.job)  # nothing to wait for
-    job, headers = await _maybe_wait(request, service, result.job)
+    created = result.outcome is CreateOutcome.CREATED
+    job, headers = await _maybe_wait(request, service, result.job, fresh=created)
     response = created_response(result, job)
     response.headers.update(headers)
     return response

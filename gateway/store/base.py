@@ -66,7 +66,7 @@ class StoreBase:
         self.engine = engine
         self.hub = hub or ChangeHub()
         self.clock = clock or SystemClock()
-        self.ids = ids or UlidFactory()
+        self.ids = ids or UlidFactory(self.clock)
         self._sqlite = engine.dialect.name == "sqlite"
         self._write_lock: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
@@ -94,7 +94,7 @@ class StoreBase:
                 if notes:  # one round trip for all of them
                     await conn.execute(sa.select(*notes))
         for job_id in tx.jobs:
-            self.hub.publish_job(job_id)
+            self.hub.publish_job(job_id, tx.records.get(job_id))
         if tx.attempt_created:
             self.hub.publish_attempt()
 
@@ -353,7 +353,15 @@ class WriteTx:
     def __init__(self) -> None:
         self.jobs: set[str] = set()
         self.sent: set[str] = set()  #: jobs whose pg_notify a statement already sent
+        #: Jobs as this transaction leaves them, handed to this process's waiters.
+        self.records: dict[str, JobRecord] = {}
         self.attempt_created = False
+
+    def decided(self, job: JobRecord | None) -> None:
+        """Hand ``job`` (as committed) to the waiters woken after commit."""
+        if job is not None:
+            self.jobs.add(job.id)
+            self.records[job.id] = job
 
     def notified(self, job_id: str, *, sent: bool) -> None:
         """Publish ``job_id`` after commit; ``sent``: a statement already did pg_notify."""

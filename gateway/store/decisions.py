@@ -126,7 +126,9 @@ class Decisions(StoreBase):
                 if current is None or current.state != A.RUNNING.value:
                     return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
                 tx.jobs.add(current.job_id)
-                return await self._lose(conn, current.job_id, attempt_id, [A.RUNNING])
+                lost = await self._lose(conn, current.job_id, attempt_id, [A.RUNNING])
+                tx.decided(lost.job)
+                return lost
             job_id = job_row.id
             tx.notified(job_id, sent=not self._sqlite)
             finish = {
@@ -150,12 +152,14 @@ class Decisions(StoreBase):
             if any(a.state == A.STARTING.value for a in siblings):
                 await self._cancel_unsent(conn, job_id, "decided")
                 siblings = await self._attempt_rows(conn, job_id)
+            decided = job_record(job_row, siblings)
+            tx.decided(decided)
             return FinalizeResult(
                 FinalizeOutcome.WON,
                 attempt_id,
                 winner=attempt_id,
                 job_status=JobStatus.SUCCEEDED,
-                job=job_record(job_row, siblings),
+                job=decided,
             )
 
     def _build_cas_running(self) -> Any:
@@ -226,7 +230,9 @@ class Decisions(StoreBase):
                 {"version": job.version, "unsent_attempts_cancelled": unsent},
             )
             tx.jobs.add(job_id)
-            return TransitionResult(TransitionOutcome.DONE, await self._load(conn, job_id))
+            cancelled = await self._load(conn, job_id)
+            tx.decided(cancelled)
+            return TransitionResult(TransitionOutcome.DONE, cancelled)
 
     async def resolve(
         self,

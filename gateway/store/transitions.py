@@ -180,7 +180,9 @@ class Transitions(StoreBase):
                 return await self._conflict(conn, job_id, attempt_id, "not in expected state")
             await self._event(conn, job_id, "attempt_unknown", error, attempt_id)
             await self._refresh_status(conn, job_id)
-            return await self._done(conn, job_id, row)
+            done = await self._done(conn, job_id, row)
+            tx.decided(done.job)
+            return done
 
     async def fail_attempt(
         self, attempt_id: str, error: dict[str, Any], *, next_provider: str | None = None
@@ -206,6 +208,7 @@ class Transitions(StoreBase):
                 added = await self._add_failover(conn, tx, job_id, next_provider)
             await self._close_if_failed(conn, job_id, error)
             result = await self._done(conn, job_id, row)
+            tx.decided(result.job)
             return TransitionResult(result.outcome, result.job, result.attempt, added=added)
 
     async def reap_expired_leases(self) -> list[AttemptRecord]:

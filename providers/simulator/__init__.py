@@ -6,7 +6,7 @@ Part of the product: ``onejob sim serve`` runs it, and users' own tests can star
 
 from __future__ import annotations
 
-from providers.simulator.app import ASGIApp, SimulatorApp, create_sim_app, route
+from providers.simulator.app import ASGIApp, SimulatorApp, create_sim_app, route, wires
 from providers.simulator.profiles import DRIFT_KEY, Profile, SimContract, extract_input
 from providers.simulator.script import Behaviour, BehaviourKind, CallRecord
 from providers.simulator.server import RunningSimulator, run_simulator, serve
@@ -26,4 +26,5 @@ __all__ = [
     "route",
     "run_simulator",
     "serve",
+    "wires",
 ]

@@ -11,6 +11,11 @@ it the provider is ``default``::
     GET  [/p/{provider}]/v1/chat/completions?metadata[k]=v    OpenAI stored completions
     POST [/p/{provider}]/v1/messages                          Anthropic
     POST [/p/{provider}]/v1beta/models/{model}:generateContent Gemini (also /v1/models/...)
+    POST [/p/{provider}]/v1beta/models/{model}:streamGenerateContent[?alt=sse]
+
+Each wire format comes from its protocol's plug-in (``providers.plugin``); a path nobody
+answers gets a 404 in the envelope of the API it looks meant for. The contract catalog is
+injected (``catalog=``) by whoever starts the simulator; the simulator imports none.
     GET  /_sim/health   GET /_sim/calls[?provider=]   POST /_sim/script   POST /_sim/reset
     GET|POST /_sim/profiles
 """
@@ -28,6 +33,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
+from providers.plugin import RequestRefused, plugins
 from providers.simulator.profiles import (
     InputBlockError,
     Profile,
@@ -44,15 +50,7 @@ from providers.simulator.script import (
     CallRecord,
     Script,
 )
-from providers.simulator.wire import (
-    WireError,
-    WireProtocol,
-    WireRequest,
-    WireResponse,
-    parse_request,
-    render_error,
-    render_success,
-)
+from providers.simulator.wire import RouteMatch, SimWire, WireRequest, WireResponse
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -64,25 +62,38 @@ DEFAULT_PROVIDER = "default"
 MAX_BODY = 8 * 1024 * 1024  # bytes accepted in one request body
 
 _PREFIX = re.compile(r"^/p/([^/]+)(/.*)$")
-_GEMINI = re.compile(r"^/v1(?:beta)?/models/([^/:]+):generateContent$")
 
 
 class DropConnection(Exception):
     """Raised inside the app to make the server close the connection mid-response."""
 
 
-def route(path: str) -> tuple[str, WireProtocol, str | None] | None:
-    """Return ``(provider, protocol, model in path)`` for a provider API path, else None."""
-    provider = DEFAULT_PROVIDER
+def wires() -> list[SimWire]:
+    """Return the wire formats of every plug-in that has one."""
+    return [p.wire for p in plugins().values() if p.wire is not None]
+
+
+def split_provider(path: str) -> tuple[str, str]:
+    """Return ``(provider, API path)``: ``/p/{provider}`` names it, else ``default``."""
     if m := _PREFIX.match(path):
-        provider, path = urllib.parse.unquote(m.group(1)), m.group(2)
-    if path == "/v1/chat/completions":
-        return provider, WireProtocol.OPENAI, None
-    if path == "/v1/messages":
-        return provider, WireProtocol.ANTHROPIC, None
-    if m := _GEMINI.match(path):
-        return provider, WireProtocol.GEMINI, urllib.parse.unquote(m.group(1))
+        return urllib.parse.unquote(m.group(1)), m.group(2)
+    return DEFAULT_PROVIDER, path
+
+
+def route(path: str) -> tuple[str, SimWire, RouteMatch] | None:
+    """Return ``(provider, wire, match)`` for a provider API path, else None."""
+    provider, rest = split_provider(path)
+    for wire in wires():
+        if (found := wire.match(rest)) is not None:
+            return provider, wire, found
     return None
+
+
+def claimant(path: str) -> SimWire:
+    """Return the wire whose API ``path`` looks meant for (OpenAI when none claims it)."""
+    rest = split_provider(path)[1]
+    candidates = wires()
+    return next((w for w in candidates if w.claims(rest)), candidates[0])
 
 
 class SimulatorApp:
@@ -95,6 +106,7 @@ class SimulatorApp:
         catalog: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``catalog``: a mapping ``NAME@V`` -> contract, or a function that loads one."""
         self.default_profile = Profile(default_profile)
         self._configured = {name: Profile(p) for name, p in (profiles or {}).items()}
         self._overrides: dict[str, Profile] = {}
@@ -139,11 +151,9 @@ class SimulatorApp:
         return self._closing
 
     def _load_catalog(self) -> Any:
-        if self._catalog is None:
-            from contracts.catalog import load_catalog  # the real catalog, loaded once
-
-            self._catalog = load_catalog()
-        return self._catalog
+        if callable(self._catalog) and not isinstance(self._catalog, Mapping):
+            self._catalog = self._catalog()  # a loader: call it once
+        return {} if self._catalog is None else self._catalog
 
     # -- ASGI ----------------------------------------------------------------------------
 
@@ -161,16 +171,19 @@ class SimulatorApp:
             await self._control(scope, method, path, body, send)
             return
         routed = route(path)
+        request_id = hashlib.sha256(f"{next(self._served)}:".encode() + body).hexdigest()[:24]
         if routed is None:
-            await _send(send, _plain_json(404, {"error": f"no simulated API at {path}"}))
+            wire = claimant(path)
+            await _send(send, wire.error(wire.not_found(method, path), request_id))
             return
-        if method == "GET" and routed[1] is WireProtocol.OPENAI and routed[2] is None:
-            await _send(send, self._list_stored(routed[0], scope))
+        if method == "GET" and routed[1].protocol == "openai":
+            await _send(send, self._list_stored(routed[0], routed[1], scope))
             return
         if method != "POST":
-            await _send(send, _plain_json(405, {"error": "use POST"}))
+            wire = routed[1]
+            await _send(send, wire.error(wire.method_not_allowed(method, path), request_id))
             return
-        await self._provider_call(scope, routed, body, receive, send)
+        await self._provider_call(scope, routed, body, request_id, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -191,28 +204,29 @@ class SimulatorApp:
     async def _provider_call(
         self,
         scope: Scope,
-        routed: tuple[str, WireProtocol, str | None],
+        routed: tuple[str, SimWire, RouteMatch],
         body: bytes,
+        request_id: str,
         receive: Receive,
         send: Send,
     ) -> None:
-        provider, protocol, path_model = routed
+        provider, wire, match = routed
         seq = next(self._seq)
         record = CallRecord(
             seq=seq,
             provider=provider,
-            protocol=protocol.value,
+            protocol=wire.protocol,
             path=scope["path"],
             idempotency_key=_header(scope, b"idempotency-key"),
             received_at=self._clock(),
         )
         self.calls.append(record)
-        request_id = hashlib.sha256(f"{next(self._served)}:".encode() + body).hexdigest()[:24]
+        query = bytes(scope.get("query_string", b"")).decode("latin-1")
         behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
         record.behaviour = behaviour.kind.value
         try:
             await self._respond(
-                record, protocol, path_model, body, behaviour, request_id, receive, send
+                record, wire, match, query, body, behaviour, request_id, receive, send
             )
         finally:
             record.finished_at = self._clock()
@@ -220,8 +234,9 @@ class SimulatorApp:
     async def _respond(
         self,
         record: CallRecord,
-        protocol: WireProtocol,
-        path_model: str | None,
+        wire: SimWire,
+        match: RouteMatch,
+        query: str,
         body: bytes,
         behaviour: Behaviour,
         request_id: str,
@@ -229,16 +244,15 @@ class SimulatorApp:
         send: Send,
     ) -> None:
         kind = behaviour.kind
-        wire: WireRequest | None = None
+        request: WireRequest | None = None
+        refused: RequestRefused | None = None
         try:
-            wire = parse_request(protocol, _json_object(body), path_model)
-            record.model = wire.model
-            record.system_prompt = bool(wire.system)
-            record.contract = _contract_name(wire.user)
-        except WireError as exc:
-            problem = str(exc)
-        else:
-            problem = ""
+            request = wire.parse(_json_object(body), match, query)
+            record.model = request.model
+            record.system_prompt = bool(request.system)
+            record.contract = _contract_name(request.user)
+        except RequestRefused as exc:
+            refused = exc
         if kind is BehaviourKind.HANG:
             if await self._hold_until_hangup(receive):
                 record.outcome = "hung_up"
@@ -257,18 +271,18 @@ class SimulatorApp:
         if kind is BehaviourKind.DELAY:
             await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
         if kind is BehaviourKind.STATUS:
-            message = f"simulated status {behaviour.code}"
-            response = render_error(
-                protocol, behaviour.code, message, request_id, retry_after=behaviour.retry_after
+            response = wire.error(
+                wire.scripted(behaviour.code), request_id, retry_after=behaviour.retry_after
             )
-        elif wire is None:
-            response = render_error(protocol, 400, problem, request_id)
+        elif request is None:
+            assert refused is not None
+            response = wire.error(refused, request_id)
         else:
             response = self._answer(
-                record, wire, request_id, malformed_output=kind is BehaviourKind.MALFORMED
+                record, wire, request, request_id, malformed_output=kind is BehaviourKind.MALFORMED
             )
-            if wire.store and response.status == 200:
-                self._keep(record, wire, response)
+            if request.store and response.status == 200 and not response.chunks:
+                self._keep(record, request, response)
         if kind is BehaviourKind.DROP_AFTER_HEADERS:
             await send(
                 {
@@ -287,8 +301,12 @@ class SimulatorApp:
                     "headers": response.headers,
                 }
             )
-            half = response.body[: len(response.body) // 2]
-            await send({"type": "http.response.body", "body": half, "more_body": True})
+            if response.chunks:  # a stream: send the first half of its events
+                for chunk in response.chunks[: len(response.chunks) // 2]:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            else:
+                half = response.body[: len(response.body) // 2]
+                await send({"type": "http.response.body", "body": half, "more_body": True})
             record.status, record.outcome = response.status, "truncated"
             raise DropConnection("truncated")
         record.status = response.status
@@ -296,24 +314,29 @@ class SimulatorApp:
         await _send(send, response)
 
     def _answer(
-        self, record: CallRecord, wire: WireRequest, request_id: str, *, malformed_output: bool
+        self,
+        record: CallRecord,
+        wire: SimWire,
+        request: WireRequest,
+        request_id: str,
+        *,
+        malformed_output: bool,
     ) -> WireResponse:
+        def refuse(status: int, message: str) -> WireResponse:
+            return wire.error(RequestRefused(message, status=status), request_id)
+
         try:
-            contract_name, contract_input = extract_input(wire.user)
+            contract_name, contract_input = extract_input(request.user)
         except InputBlockError as exc:
-            return render_error(wire.protocol, 400, str(exc), request_id)
+            return refuse(400, str(exc))
         record.contract = contract_name
         try:
             catalog = self._load_catalog()
         except Exception as exc:  # a broken catalog must not look like a provider outage
-            return render_error(
-                wire.protocol, 500, f"the contract catalog cannot be loaded: {exc}", request_id
-            )
+            return refuse(500, f"the contract catalog cannot be loaded: {exc}")
         contract = find_contract(catalog, contract_name)
         if contract is None:
-            return render_error(
-                wire.protocol, 400, f"unknown contract {contract_name!r}", request_id
-            )
+            return refuse(400, f"unknown contract {contract_name!r}")
         try:
             if malformed_output:
                 reply = malformed(contract, contract_input)
@@ -322,22 +345,19 @@ class SimulatorApp:
                     contract_name, contract, contract_input, self.profile_for(record.provider)
                 )
         except Exception as exc:  # the contract's simulation cannot answer this input
-            return render_error(
-                wire.protocol,
-                400,
-                f"{contract_name} cannot simulate this input: {type(exc).__name__}: {exc}",
-                request_id,
+            return refuse(
+                400, f"{contract_name} cannot simulate this input: {type(exc).__name__}: {exc}"
             )
-        return render_success(wire, reply, request_id, now=self._clock())
+        return wire.success(request, reply, request_id, self._clock())
 
-    def _keep(self, record: CallRecord, wire: WireRequest, response: WireResponse) -> None:
+    def _keep(self, record: CallRecord, request: WireRequest, response: WireResponse) -> None:
         """Store a finished completion for the lookup, before it is sent (or lost)."""
         completion = json.loads(response.body)
-        completion["metadata"] = dict(wire.metadata or {})
+        completion["metadata"] = dict(request.metadata or {})
         self.stored.setdefault(record.provider, []).append(completion)
         record.stored_id = str(completion["id"])
 
-    def _list_stored(self, provider: str, scope: Scope) -> WireResponse:
+    def _list_stored(self, provider: str, wire: SimWire, scope: Scope) -> WireResponse:
         """Answer ``GET /v1/chat/completions`` as OpenAI lists stored completions."""
         pairs = urllib.parse.parse_qsl(scope.get("query_string", b"").decode())
         wanted: dict[str, str] = {}
@@ -348,13 +368,13 @@ class SimulatorApp:
             elif name in ("after", "limit", "order", "model"):
                 options[name] = value
             else:
-                return _openai_400(f"Unrecognized request argument supplied: {name}")
+                return _refuse(wire, f"Unrecognized request argument supplied: {name}")
         limit_text = options.get("limit", str(LIST_DEFAULT_LIMIT))
         if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
-            return _openai_400(f"limit must be an integer between 1 and {LIST_MAX_LIMIT}")
+            return _refuse(wire, f"limit must be an integer between 1 and {LIST_MAX_LIMIT}")
         order = options.get("order", "asc")
         if order not in ("asc", "desc"):
-            return _openai_400("order must be 'asc' or 'desc'")
+            return _refuse(wire, "order must be 'asc' or 'desc'")
         items = [
             c
             for c in self.stored.get(provider, [])
@@ -425,7 +445,7 @@ class SimulatorApp:
                     send, _plain_json(404, {"error": f"no control endpoint {method} {path}"})
                 )
                 return
-        except (ValueError, WireError) as exc:
+        except (ValueError, RequestRefused) as exc:
             await _send(send, _plain_json(400, {"error": str(exc)}))
             return
         await _send(send, _plain_json(200, payload))
@@ -457,8 +477,8 @@ LIST_DEFAULT_LIMIT = 20  # stored completions per page when the client names no 
 LIST_MAX_LIMIT = 100  # the most one page may hold
 
 
-def _openai_400(message: str) -> WireResponse:
-    return render_error(WireProtocol.OPENAI, 400, message, "list")
+def _refuse(wire: SimWire, message: str) -> WireResponse:
+    return wire.error(RequestRefused(message, type="invalid_request_error"), "list")
 
 
 def _contract_name(user: str) -> str | None:
@@ -479,9 +499,9 @@ def _json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise WireError(f"the request body is not JSON: {exc}") from exc
+        raise RequestRefused(f"the request body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise WireError("the request body must be a JSON object")
+        raise RequestRefused("the request body must be a JSON object")
     return data
 
 
@@ -512,7 +532,12 @@ async def _send(send: Send, response: WireResponse) -> None:
     await send(
         {"type": "http.response.start", "status": response.status, "headers": response.headers}
     )
-    await send({"type": "http.response.body", "body": response.body})
+    if not response.chunks:
+        await send({"type": "http.response.body", "body": response.body})
+        return
+    for chunk in response.chunks:  # a stream: one event per body message, as SSE servers do
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def create_sim_app(
@@ -520,5 +545,5 @@ def create_sim_app(
     default_profile: str = "faithful",
     catalog: Any = None,
 ) -> SimulatorApp:
-    """Build the simulator ASGI app (``catalog``: name -> contract; None loads the real one)."""
+    """Build the simulator ASGI app (``catalog``: name -> contract, or a loader of one)."""
     return SimulatorApp(profiles=profiles, default_profile=default_profile, catalog=catalog)

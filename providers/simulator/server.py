@@ -98,7 +98,12 @@ async def run_simulator(
     catalog: Any = None,
     log_level: str = "warning",
 ) -> AsyncIterator[RunningSimulator]:
-    """Serve a simulator on ``host:port`` (0: any free port) for the duration of the block."""
+    """Serve a simulator on ``host:port`` (0: any free port) for the duration of the block.
+
+    ``catalog`` maps ``NAME@V`` to objects with ``simulate``/``simulate_sloppy``, or is a
+    function returning such a mapping (called once, at startup); without one, every
+    contract is unknown. ``providers.sim_cli.contract_catalog`` loads the bundled catalog.
+    """
     _quiet_deliberate_drops()
     app = create_sim_app(profiles, default_profile, catalog)
     server = _Server(_config(app, host, port, log_level))
@@ -116,11 +121,16 @@ async def run_simulator(
 
 
 def serve(
-    host: str, port: int, profiles: dict[str, str], default_profile: str, log_level: str = "info"
+    host: str,
+    port: int,
+    profiles: dict[str, str],
+    default_profile: str,
+    log_level: str = "info",
+    catalog: Any = None,
 ) -> None:
-    """Serve a simulator in the foreground until interrupted."""
+    """Serve a simulator in the foreground until interrupted (``catalog``: as ``run_simulator``)."""
     _quiet_deliberate_drops()
-    app = create_sim_app(profiles, default_profile)
+    app = create_sim_app(profiles, default_profile, catalog)
     server = _Server(_config(app, host, port, log_level))
 
     def stop() -> None:

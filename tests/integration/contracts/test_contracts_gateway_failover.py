@@ -22,6 +22,7 @@ from contracts.catalog import load_catalog
 from contracts.cli import certify, sim_providers
 from gateway.settings import Settings
 from gateway.store import open_store
+from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
 
 from .conftest import parse
@@ -51,7 +52,7 @@ async def test_gateway_fails_over_only_to_the_fallback_that_certified(
     finally:
         await store.close()
 
-    async with run_simulator(port=0) as sim:
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
         providers = {n: p.model_dump() for n, p in sim_providers(sim.base_url).items()}
         settings = Settings.model_validate(
             {

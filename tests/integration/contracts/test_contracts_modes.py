@@ -18,6 +18,7 @@ from contracts.cli import certify, cmd_can_i_failover, sim_providers
 from contracts.registry import CertificationRegistry
 from contracts.runner import Mode, Runner
 from providers.config import ProviderConfig
+from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
 
 from .conftest import parse
@@ -122,7 +123,7 @@ async def test_recorded_cassettes_hold_no_api_key_on_any_protocol(
     secret = "sk-live-0123456789abcdefSECRET"
     monkeypatch.setenv("ONEJOB_TEST_PROVIDER_KEY", secret)
     contract = load_catalog()["invoice-extraction@1"]
-    async with run_simulator(port=0) as sim:
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
         providers = [
             ProviderConfig(
                 name=f"faithful-{protocol}",
@@ -155,7 +156,7 @@ async def test_recorded_cassettes_hold_no_api_key_on_any_protocol(
 async def test_one_failed_repeat_breaks_stability_and_says_which() -> None:
     contract = load_catalog()["ticket-triage@1"]
     case = contract.case("double-charge-march")
-    async with run_simulator(port=0) as sim:
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
         sim.app.script.queue(
             "faithful", [Behaviour(BehaviourKind.OK), Behaviour(BehaviourKind.STATUS, code=503)]
         )

@@ -15,12 +15,13 @@ import pytest
 from dispatch_harness import SimControl
 
 from gateway.store import open_store
+from providers.sim_cli import contract_catalog
 from providers.simulator.server import RunningSimulator, run_simulator
 
 
 @pytest.fixture
 async def sim() -> AsyncIterator[RunningSimulator]:
-    async with run_simulator(port=0) as running:
+    async with run_simulator(port=0, catalog=contract_catalog) as running:
         yield running
 
 

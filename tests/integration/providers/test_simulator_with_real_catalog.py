@@ -10,6 +10,7 @@ import pytest_asyncio
 
 from providers.config import ProviderConfig
 from providers.factory import build_provider
+from providers.sim_cli import contract_catalog
 from providers.simulator import RunningSimulator, run_simulator
 
 catalog_module = pytest.importorskip("contracts.catalog")
@@ -25,7 +26,7 @@ on_module_loop = pytest.mark.asyncio(loop_scope="module")
 async def real_sim() -> AsyncIterator[tuple[RunningSimulator, httpx.AsyncClient]]:
     """A simulator that loads the shipped catalog itself (``catalog=None``)."""
     async with (
-        run_simulator() as running,
+        run_simulator(catalog=contract_catalog) as running,
         httpx.AsyncClient(verify=ssl.create_default_context()) as client,
     ):
         yield running, client

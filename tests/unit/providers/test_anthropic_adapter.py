@@ -130,4 +130,4 @@ async def test_anthropic_answer_with_no_tool_and_no_text_is_empty_bad_output(
 
 
 def test_anthropic_adapter_version_is_pinned() -> None:
-    assert adapter_version("anthropic") == "anthropic/1"
+    assert adapter_version("anthropic") == "anthropic/2"

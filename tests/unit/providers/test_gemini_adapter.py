@@ -44,12 +44,14 @@ async def test_gemini_request_uses_system_instruction_and_response_schema(
     assert config["maxOutputTokens"] == 256
     assert config["responseMimeType"] == "application/json"
     assert config["responseSchema"] == {
-        "type": "object",
+        "type": "OBJECT",
         "properties": {
-            "category": {"type": "string", "enum": ["billing", "shipping", "other"]},
-            "priority": {"type": "integer"},
+            "category": {"type": "STRING", "enum": ["billing", "shipping", "other"]},
+            "priority": {"type": "INTEGER"},
         },
+        "propertyOrdering": ["category", "priority"],
         "required": ["category", "priority"],
+        "additionalProperties": False,
     }
     assert sent.headers["x-goog-api-key"] == wire.secret
     assert wire.secret not in str(sent.url)
@@ -137,7 +139,9 @@ async def test_gemini_prose_is_bad_output(
     assert caught.value.reason == "not_json"
 
 
-def test_gemini_schema_translation_drops_unsupported_keywords_and_resolves_refs() -> None:
+def test_gemini_schema_translation_drops_annotations_keeps_closed_objects_and_resolves_refs() -> (
+    None
+):
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -152,19 +156,25 @@ def test_gemini_schema_translation_drops_unsupported_keywords_and_resolves_refs(
         "required": ["lines"],
     }
     assert to_gemini_schema(schema) == {
-        "type": "object",
+        "type": "OBJECT",
         "properties": {
             "lines": {
-                "type": "array",
-                "items": {"type": "object", "properties": {"qty": {"type": "integer"}}},
+                "type": "ARRAY",
+                "items": {
+                    "type": "OBJECT",
+                    "properties": {"qty": {"type": "INTEGER"}},
+                    "propertyOrdering": ["qty"],
+                },
             },
-            "note": {"type": "string", "nullable": True},
-            "kind": {"type": "string", "enum": ["invoice"]},
-            "total": {"type": "number", "nullable": True},
+            "note": {"type": "STRING", "nullable": True},
+            "kind": {"type": "STRING", "enum": ["invoice"]},
+            "total": {"type": "NUMBER", "nullable": True},
         },
+        "propertyOrdering": ["lines", "note", "kind", "total"],
         "required": ["lines"],
+        "additionalProperties": False,
     }
 
 
 def test_gemini_adapter_version_is_pinned() -> None:
-    assert adapter_version("gemini") == "gemini/1"
+    assert adapter_version("gemini") == "gemini/2"

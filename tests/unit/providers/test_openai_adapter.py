@@ -163,4 +163,4 @@ async def test_openai_key_never_reaches_logs(
 
 
 def test_openai_adapter_version_is_pinned() -> None:
-    assert adapter_version("openai") == "openai/1"
+    assert adapter_version("openai") == "openai/2"

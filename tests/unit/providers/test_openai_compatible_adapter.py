@@ -72,6 +72,6 @@ async def test_local_server_without_a_key_gets_no_authorization_header(
 def test_factory_knows_every_protocol_and_rejects_others(
     make_config: Callable[..., ProviderConfig],
 ) -> None:
-    assert adapter_version("openai-compatible") == "openai-compatible/1"
+    assert adapter_version("openai-compatible") == "openai-compatible/2"
     with pytest.raises(ValueError, match="unknown provider protocol"):
         adapter_version("cohere")

@@ -44,12 +44,31 @@ def openai_body(user: str = USER, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _routed(path: str) -> tuple[str, str, str | None, bool] | None:
+    found = route(path)
+    if found is None:
+        return None
+    provider, wire, match = found
+    return provider, wire.protocol, match.path_model, match.stream
+
+
 def test_route_reads_the_provider_prefix_and_the_api_path() -> None:
-    assert route("/v1/chat/completions") == ("default", "openai", None)
-    assert route("/p/sim-a/v1/messages") == ("sim-a", "anthropic", None)
-    assert route("/p/g/v1beta/models/gemini-x:generateContent") == ("g", "gemini", "gemini-x")
-    assert route("/p/g/v1beta/models/gemini-x:streamGenerateContent") is None
-    assert route("/v2/chat/completions") is None
+    assert _routed("/v1/chat/completions") == ("default", "openai", None, False)
+    assert _routed("/p/sim-a/v1/messages") == ("sim-a", "anthropic", None, False)
+    assert _routed("/p/g/v1beta/models/gemini-x:generateContent") == (
+        "g",
+        "gemini",
+        "gemini-x",
+        False,
+    )
+    assert _routed("/p/g/v1beta/models/gemini-x:streamGenerateContent") == (
+        "g",
+        "gemini",
+        "gemini-x",
+        True,
+    )
+    assert _routed("/p/g/v1beta/models/gemini-x:countTokens") is None
+    assert _routed("/v2/chat/completions") is None
 
 
 def test_extract_input_takes_the_last_block() -> None:

@@ -5,7 +5,9 @@ headers ``x-api-key`` and ``anthropic-version``; the system prompt is the top-le
 ``system`` field (the Messages API has no system role). One tool named after the schema,
 with the output schema as its ``input_schema``, is forced through
 ``tool_choice: {"type": "tool", "name": ...}``; its ``input`` is the answer.
-``stop_reason`` ``max_tokens`` and ``refusal`` are refusals.
+``stop_reason`` ``max_tokens`` and ``refusal`` are refusals. The body is checked against
+the API's request rules before it leaves; ``temperature`` is left out for models that
+refuse it (Claude Opus 4.7 and later, the 5 generation).
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from providers.anthropic.rules import check_request
 from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
+from providers.plugin import SchemaNotSupported
 from providers.transport import JsonHttpAdapter, bad_envelope, parse_json_text, usage_from
 
-ADAPTER_VERSION = "anthropic/1"
+ADAPTER_VERSION = "anthropic/2"
 ANTHROPIC_VERSION = "2023-06-01"  # the ``anthropic-version`` header value
 
 #: ``stop_reason`` values that mean the answer is not the whole answer.
 REFUSING_STOP = {"max_tokens": "max_tokens", "refusal": "refusal"}
+
+
+def to_tool_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` as a tool's ``input_schema`` (JSON Schema as is; the root an object)."""
+    if schema.get("type") != "object":
+        raise SchemaNotSupported((), "a tool's input_schema must have type 'object' at the root")
+    return schema
 
 
 class AnthropicAdapter(JsonHttpAdapter):
@@ -40,17 +51,30 @@ class AnthropicAdapter(JsonHttpAdapter):
             "max_tokens": request.max_output_tokens,
             "system": request.system,
             "messages": [{"role": "user", "content": request.user}],
-            "temperature": request.temperature,
             "tools": [
                 {
                     "name": request.schema_name,
                     "description": "Record the answer in exactly this structure.",
-                    "input_schema": request.output_schema,
+                    "input_schema": to_tool_schema(request.output_schema),
                 }
             ],
             "tool_choice": {"type": "tool", "name": request.schema_name},
         }
+        if "temperature" not in self.omitted(request):
+            body["temperature"] = request.temperature
         return f"{self.config.base_url.rstrip('/')}/v1/messages", headers, body
+
+    def check(self, body: dict[str, Any]) -> None:
+        """Raise ``RequestRefused`` for a body the Messages API would refuse."""
+        check_request(body)
+
+    def hint(self, status: int, url: str) -> str | None:
+        """Name the usual mistake behind a 404 (``/v1`` twice) or 401."""
+        if status == 404 and "/v1/v1/" in url:
+            return f"404 on {url}: base_url must not end in /v1 (the adapter adds /v1/messages)"
+        if status == 404:
+            return f"404 on {url}: base_url should be the API root, e.g. https://api.anthropic.com"
+        return super().hint(status, url)
 
     def parse(self, data: dict[str, Any], request_id: str | None, latency: float) -> ProviderResult:
         """Take the forced tool's ``input``; fall back to strict parsing of text blocks."""

@@ -3,7 +3,10 @@
 Request: ``POST {base_url}/chat/completions`` (``base_url`` ``https://api.openai.com/v1``),
 ``Authorization: Bearer``, the system prompt as the first message with role ``system``.
 Answer: ``choices[0].message.content`` must be the JSON value itself; ``message.refusal``,
-``finish_reason`` ``length`` or ``content_filter`` are refusals.
+``finish_reason`` ``length`` or ``content_filter`` are refusals. The contract's schema is
+sent in strict mode's dialect (``to_strict_schema``), and the whole body is checked against
+the API's request rules before it leaves; ``temperature`` is left out for models that
+refuse it (reasoning models).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import httpx
 
 from providers.base import BadOutput, DefiniteFailure, ProviderRequest, ProviderResult, Refused
 from providers.lookup import LookupFailed, StoredAnswer
+from providers.openai.rules import check_request
+from providers.openai.schema import to_strict_schema
 from providers.transport import (
     JsonHttpAdapter,
     bad_envelope,
@@ -24,7 +29,7 @@ from providers.transport import (
     usage_from,
 )
 
-ADAPTER_VERSION = "openai/1"
+ADAPTER_VERSION = "openai/2"
 
 #: ``finish_reason`` values that mean the answer is not the whole answer.
 REFUSING_FINISH = {"length": "length", "content_filter": "content_filter"}
@@ -46,7 +51,7 @@ class OpenAIAdapter(JsonHttpAdapter):
             "type": "json_schema",
             "json_schema": {
                 "name": request.schema_name,
-                "schema": request.output_schema,
+                "schema": to_strict_schema(request.output_schema),
                 "strict": True,
             },
         }
@@ -62,15 +67,26 @@ class OpenAIAdapter(JsonHttpAdapter):
                 {"role": "system", "content": request.system},
                 {"role": "user", "content": request.user},
             ],
-            "temperature": request.temperature,
             self.max_tokens_field: request.max_output_tokens,
             "response_format": self.response_format(request),
         }
+        if "temperature" not in self.omitted(request):
+            body["temperature"] = request.temperature
         if self.config.reconcile and request.idempotency_key:
             # Stored completions can be listed by metadata later: the reconciler's question.
             body["store"] = True
             body["metadata"] = {METADATA_KEY: request.idempotency_key}
         return f"{self.config.base_url.rstrip('/')}/chat/completions", headers, body
+
+    def check(self, body: dict[str, Any]) -> None:
+        """Raise ``RequestRefused`` for a body the Chat Completions API would refuse."""
+        check_request(body)
+
+    def hint(self, status: int, url: str) -> str | None:
+        """Name the usual mistake behind a 404 or 401."""
+        if status == 404 and "/v1/" not in url:
+            return f"404 on {url}: does base_url end in /v1?"
+        return super().hint(status, url)
 
     def parse(self, data: dict[str, Any], request_id: str | None, latency: float) -> ProviderResult:
         """Read ``choices[0]``; refusals and truncations raise ``Refused``."""

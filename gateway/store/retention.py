@@ -1,0 +1,64 @@
+"""Retention: remove settled jobs past the window in which their keys are honoured."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+from ulid import ULID
+
+from gateway.domain.states import JobStatus
+from gateway.store.base import StoreBase
+from gateway.store.rows import naive_utc
+from gateway.store.tables import attempts, job_events, jobs
+
+#: Only jobs nobody can change any more are removed: never queued, running or unknown ones.
+PRUNABLE = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+PRUNE_BATCH = 1000  # jobs per transaction, so no lock is held for long
+
+
+def id_bound(cutoff: dt.datetime) -> str:
+    """Return a job id above every ULID job id minted before ``cutoff``.
+
+    Job ids are ``job_<ULID>`` and ULIDs sort by time, so the primary key narrows the scan;
+    ``created_at`` still decides.
+    """
+    stamp = str(ULID.from_datetime(cutoff))[:10]  # the 48-bit millisecond time, base32
+    return f"job_{stamp}{'Z' * 16}"
+
+
+class Retention(StoreBase):
+    """Delete old settled jobs with their attempts and audit events."""
+
+    async def prune_jobs(
+        self, older_than: dt.datetime, *, batch: int = PRUNE_BATCH, dry_run: bool = False
+    ) -> int:
+        """Delete up to ``batch`` settled jobs created before ``older_than``; return how many.
+
+        Call until it returns 0. ``dry_run`` counts the batch and deletes nothing.
+        """
+        cutoff = naive_utc(older_than)
+        pick = (
+            sa.select(jobs.c.id)
+            .where(
+                jobs.c.id < id_bound(older_than),
+                jobs.c.created_at < cutoff,
+                jobs.c.status.in_(PRUNABLE),
+            )
+            .order_by(jobs.c.id)
+            .limit(batch)
+        )
+        if not self._sqlite:
+            # Under the row locks no transition (they all lock the job first) can reopen one.
+            pick = pick.with_for_update(skip_locked=True)
+        async with self._tx() as tx:
+            conn = tx.conn
+            ids = list((await conn.execute(pick)).scalars())
+            if not ids or dry_run:
+                return len(ids)
+            await conn.execute(job_events.delete().where(job_events.c.job_id.in_(ids)))
+            await conn.execute(attempts.delete().where(attempts.c.job_id.in_(ids)))
+            await conn.execute(
+                jobs.delete().where(jobs.c.id.in_(ids), jobs.c.status.in_(PRUNABLE))
+            )
+            return len(ids)

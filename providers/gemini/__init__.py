@@ -1,0 +1,46 @@
+"""The Gemini generateContent plug-in: adapter, responseSchema dialect, rules, simulator wire."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from providers.base import ProviderRequest
+from providers.gemini.adapter import ADAPTER_VERSION, SAFETY_FINISH, GeminiAdapter
+from providers.gemini.rules import capabilities, check_request
+from providers.gemini.schema import response_schema_problem, to_gemini_schema
+from providers.gemini.sim import GeminiWire
+from providers.plugin import ProtocolPlugin
+
+
+def placement_errors(body: dict[str, Any], req: ProviderRequest) -> list[str]:
+    """Return where a generateContent body puts the system prompt wrongly."""
+    errors: list[str] = []
+    parts = (body.get("systemInstruction") or {}).get("parts") or []
+    if "".join(p.get("text", "") for p in parts) != req.system:
+        errors.append("'systemInstruction' does not hold the system prompt")
+    if req.system in json.dumps(body.get("contents"), ensure_ascii=False):
+        errors.append("the system prompt leaked into 'contents'")
+    return errors
+
+
+PLUGIN = ProtocolPlugin(
+    name="gemini",
+    adapter=GeminiAdapter,
+    adapter_version=ADAPTER_VERSION,
+    capabilities=capabilities,
+    placement_errors=placement_errors,
+    wire=GeminiWire(),
+)
+
+__all__ = [
+    "ADAPTER_VERSION",
+    "PLUGIN",
+    "SAFETY_FINISH",
+    "GeminiAdapter",
+    "GeminiWire",
+    "check_request",
+    "placement_errors",
+    "response_schema_problem",
+    "to_gemini_schema",
+]

@@ -1,0 +1,144 @@
+"""The simulated Gemini wire: ``:generateContent`` and ``:streamGenerateContent``."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from typing import Any
+
+from providers.gemini.rules import check_request
+from providers.gemini.schema import camel
+from providers.plugin import RequestRefused
+from providers.simulator.wire import (
+    Reply,
+    RouteMatch,
+    WireRequest,
+    WireResponse,
+    cut,
+    int_or_none,
+    json_response,
+    pieces,
+    retry_after_header,
+    sse_response,
+    text_of,
+)
+
+_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$")
+#: The ``google.rpc.Code`` name of each HTTP status (https://cloud.google.com/apis/design/errors).
+STATUS = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+    404: "NOT_FOUND", 409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED",
+    500: "INTERNAL", 501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}  # fmt: skip
+SCRIPTED = {
+    400: "Request contains an invalid argument.",
+    401: "Request had invalid authentication credentials.",
+    403: "The caller does not have permission",
+    404: "Requested entity was not found.",
+    429: "Resource has been exhausted (e.g. check quota).",
+    500: "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting",
+    503: "The model is overloaded. Please try again later.",
+}
+
+
+class GeminiWire:
+    """Gemini generateContent as the simulator speaks it."""
+
+    protocol = "gemini"
+
+    def match(self, path: str) -> RouteMatch | None:
+        """Answer ``/v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``."""
+        m = _PATH.match(path)
+        if m is None:
+            return None
+        return RouteMatch(urllib.parse.unquote(m.group(1)), m.group(2) == "streamGenerateContent")
+
+    def claims(self, path: str) -> bool:
+        """Claim ``models/...`` paths and anything with a Gemini method suffix."""
+        return "/models/" in path or "GenerateContent" in path or "generateContent" in path
+
+    def parse(self, body: dict[str, Any], route: RouteMatch, query: str) -> WireRequest:
+        """Read a generateContent request after the API's own checks."""
+        check_request(body)
+        body = {camel(k): v for k, v in body.items()}
+        users = [c for c in body["contents"] if c.get("role", "user") == "user"]
+        if not users:
+            raise RequestRefused("the simulator needs user content", type="INVALID_ARGUMENT")
+        instruction = body.get("systemInstruction")
+        system = text_of(instruction.get("parts")) if isinstance(instruction, dict) else None
+        config = {camel(k): v for k, v in (body.get("generationConfig") or {}).items()}
+        sse = "sse" in urllib.parse.parse_qs(query).get("alt", [])
+        return WireRequest(
+            protocol=self.protocol,
+            model=route.path_model or "",
+            system=system,
+            user=text_of(users[-1].get("parts")),
+            max_tokens=int_or_none(config.get("maxOutputTokens")),
+            stream=route.stream,
+            sse=sse,
+        )
+
+    def success(self, req: WireRequest, reply: Reply, request_id: str, now: float) -> WireResponse:
+        """Write a ``GenerateContentResponse``, or the stream of them."""
+        answer = cut(req, reply)
+        finish = "MAX_TOKENS" if answer.truncated else "STOP"
+
+        def response(text: str, final: bool, usage_out: int) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}}
+            if final:
+                candidate["finishReason"] = finish
+            candidate["index"] = 0
+            return {
+                "candidates": [candidate],
+                "usageMetadata": {
+                    "promptTokenCount": answer.input_tokens,
+                    "candidatesTokenCount": usage_out,
+                    "totalTokenCount": answer.input_tokens + usage_out,
+                },
+                "modelVersion": req.model,
+                "responseId": request_id,
+            }
+
+        if not req.stream:
+            return json_response(200, response(answer.text, True, answer.output_tokens))
+        parts = pieces(answer.text)
+        chunks = [
+            response(piece, i == len(parts) - 1, answer.output_tokens if i == len(parts) - 1 else 0)
+            for i, piece in enumerate(parts)
+        ]
+        if req.sse:
+            events = [b"data: " + _dumps(c) + b"\r\n\r\n" for c in chunks]
+            return sse_response(events)
+        return json_response(200, chunks)
+
+    def error(
+        self, refused: RequestRefused, request_id: str, retry_after: float | None = None
+    ) -> WireResponse:
+        """Write ``{"error": {code, message, status}}``."""
+        payload = {
+            "error": {
+                "code": refused.status,
+                "message": refused.message,
+                "status": refused.type or STATUS.get(refused.status, "UNKNOWN"),
+            }
+        }
+        return json_response(refused.status, payload, retry_after_header(retry_after))
+
+    def scripted(self, status: int) -> RequestRefused:
+        """Return the error a script asks for by status."""
+        message = SCRIPTED.get(status, f"simulated status {status}")
+        return RequestRefused(message, status=status, type=STATUS.get(status, "UNKNOWN"))
+
+    def not_found(self, method: str, path: str) -> RequestRefused:
+        """``NOT_FOUND``, as Google APIs answer an unknown method or path."""
+        return RequestRefused(f"Method not found: {method} {path}", status=404, type="NOT_FOUND")
+
+    def method_not_allowed(self, method: str, path: str) -> RequestRefused:
+        """Google front ends answer a wrong HTTP method like an unknown path."""
+        return self.not_found(method, path)
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,95 @@
+"""Retention: pruning removes old settled jobs and nothing a client could still change."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from typing import Any
+
+import sqlalchemy as sa
+
+from gateway.domain.clock import ManualClock
+from gateway.domain.records import ClaimSpec, CreateOutcome
+from gateway.store import SqlJobStore, open_store
+from gateway.store.tables import attempts, job_events, jobs
+
+DAY = 86_400.0  # seconds
+
+
+async def rows(store: SqlJobStore, table: sa.Table) -> int:
+    async with store.engine.connect() as conn:
+        return int((await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one())
+
+
+async def test_prune_removes_old_settled_jobs_keeps_open_and_recent_ones(
+    database_url: str, make_job: Any
+) -> None:
+    clock = ManualClock(dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    store = await open_store(database_url, clock=clock)
+    try:
+        claim = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
+        done = await store.create_or_get(make_job(key="old-done"), claim)
+        assert done.claimed is not None
+        await store.finalize(done.claimed.attempt.id, {"category": "billing"})
+        cancelled = await store.create_or_get(make_job(key="old-cancelled"))
+        await store.cancel(cancelled.job.id)
+        running = await store.create_or_get(make_job(key="old-running"), claim)
+        unknown = await store.create_or_get(make_job(key="old-unknown"), claim)
+        assert unknown.claimed is not None
+        await store.mark_unknown(unknown.claimed.attempt.id, {"reason": "deadline"})
+        clock.advance(31 * DAY)
+        recent = await store.create_or_get(make_job(key="recent"), claim)
+        assert recent.claimed is not None
+        await store.finalize(recent.claimed.attempt.id, {"category": "billing"})
+
+        cutoff = clock.now() - dt.timedelta(days=30)
+        assert await store.prune_jobs(cutoff, dry_run=True) == 2
+        assert await rows(store, jobs) == 5  # a dry run deletes nothing
+        assert await store.prune_jobs(cutoff, batch=1) == 1
+        assert await store.prune_jobs(cutoff, batch=1) == 1
+        assert await store.prune_jobs(cutoff) == 0
+
+        left = {
+            j.job.id
+            for j in (done, cancelled, running, unknown, recent)
+            if await store.get_job(j.job.id) is not None
+        }
+        assert left == {running.job.id, unknown.job.id, recent.job.id}
+        assert await rows(store, jobs) == 3
+        assert await rows(store, attempts) == 3
+        async with store.engine.connect() as conn:
+            orphans = await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(job_events)
+                .where(job_events.c.job_id.not_in(sa.select(jobs.c.id)))
+            )
+            assert orphans.scalar_one() == 0
+
+        # A pruned job's key is forgotten: the same request makes a new job.
+        again = await store.create_or_get(make_job(key="old-done"))
+        assert again.outcome is CreateOutcome.CREATED and again.job.id != done.job.id
+    finally:
+        await store.close()
+
+
+def test_prune_refuses_a_window_shorter_than_a_day(tmp_path: Any) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "jobs",
+            "prune",
+            "--older-than",
+            "12h",
+            "--database-url",
+            f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert "at least 24h" in run.stderr
