@@ -9,17 +9,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from reconciler_helpers import CONTRACT, case_input, unknown_attempt
 
 from contracts.catalog import load_catalog
 from contracts.model import Contract
 from gateway.dispatch.wiring import build_reconciler
 from gateway.domain.clock import ManualClock
-from gateway.domain.fingerprint import fingerprint
-from gateway.domain.records import AttemptRecord, NewJob
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.views import admin_attempt_view
 from gateway.metrics import Metrics, ReconcileOutcome
@@ -29,15 +27,7 @@ from gateway.store import SqlJobStore, open_store
 from providers.base import ProviderResult, Usage
 from providers.lookup import StoredAnswer
 
-CONTRACT = "ticket-triage@1"
-CASES = Path(__file__).resolve().parents[3] / "contracts/catalog/ticket-triage/cases.jsonl"
 CATALOG: dict[str, Contract] = load_catalog()
-
-
-def case_input() -> dict[str, Any]:
-    first = next(ln for ln in CASES.read_text(encoding="utf-8").splitlines() if ln.strip())
-    data: dict[str, Any] = json.loads(first)["input"]
-    return data
 
 
 def settings(**reconciler: Any) -> Settings:
@@ -104,23 +94,6 @@ def reconciler(
         metrics=Metrics(),
         clock=clock,
     )
-
-
-async def unknown_attempt(store: SqlJobStore, key: str = "k1") -> AttemptRecord:
-    """Create a job whose first attempt timed out: ``unknown``."""
-    data = case_input()
-    new = NewJob(
-        "alice", key, fingerprint(CONTRACT, data, None), CONTRACT, "sim-openai", None, data
-    )
-    await store.create_or_get(new)
-    claimed = await store.claim_next_attempt(
-        "w1", lease_ttl=30.0, deadline_s={}, default_deadline_s=1.0
-    )
-    assert claimed is not None
-    await store.mark_unknown(claimed.attempt.id, {"outcome": "unknown", "reason": "deadline"})
-    attempt = await store.get_attempt(claimed.attempt.id)
-    assert attempt is not None and attempt.state is AttemptState.UNKNOWN
-    return attempt
 
 
 def valid_output() -> dict[str, Any]:
