@@ -24,9 +24,7 @@ from gateway.store.transitions import Transitions
 log = logging.getLogger("onejob.store")
 
 
-class SqlJobStore(
-    CreationAndReads, Transitions, Decisions, ApiKeys, Retention, ReconcilerFindings
-):
+class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, ReconcilerFindings):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""
 
     async def ping(self) -> None:
