@@ -16,6 +16,9 @@ Kinds::
     max_length    len(output at path) <= reference
     contains      output at path (a string) contains the reference string
     excludes      output at path (a string) contains none of the reference strings
+    language      output at path (free text) is written in the reference language, an
+                  ISO 639-1 code: fixed (``value = "en"``) or named by the input
+                  (``input = "$.language"``); detected offline (``contracts.language``)
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
 from jsonpath_ng.ext.parser import parse as jsonpath_parse
 
+from contracts import language
+
 KINDS = frozenset(
     {
         "equals",
@@ -41,6 +46,7 @@ KINDS = frozenset(
         "max_length",
         "contains",
         "excludes",
+        "language",
     }
 )
 DEFAULT_TOLERANCE = 0.01  # absolute, in the unit of the compared numbers
@@ -145,6 +151,11 @@ class Assertion:
         for ref in (self.expect, self.input):
             if ref:
                 compile_path(ref)
+        if self.kind == "language" and self.value is not _MISSING:
+            try:
+                language.check_code(str(self.value))
+            except language.UnknownLanguage as exc:
+                raise AssertionSpecError(f"{where}: {exc}") from exc
 
     def evaluate(self, input: Any, output: Any, expect: Mapping[str, Any]) -> str | None:
         """Return why the output breaks this assertion, ``None`` when it holds or does not apply."""
@@ -208,6 +219,15 @@ class Assertion:
                 actual, self.ignore_case
             ):
                 return self._fail(f"{p} does not contain {_show(ref)}")
+        elif self.kind == "language":
+            if not isinstance(actual, str) or not isinstance(ref, str):
+                return self._fail(f"{p} = {_show(actual)} is not text in language {_show(ref)}")
+            try:
+                verdict = language.judge(actual, ref)
+            except language.UnknownLanguage as exc:
+                return self._fail(str(exc))
+            if not verdict.ok:
+                return self._fail(verdict.describe(p or "(root)"))
         elif self.kind == "excludes":
             banned = ref if isinstance(ref, list) else [ref]
             text = _norm(actual, self.ignore_case) if isinstance(actual, str) else ""

@@ -11,7 +11,9 @@ A contract folder holds::
     cases.jsonl          one case a line: {"id", "input", "expect", "note", "tags"}
     hooks.py             optional: ``class Output(pydantic.BaseModel)`` and
                          ``def check(input, output, expect) -> list[str]``
-    simulate.py          ``def answer(input) -> dict`` and ``def sloppy(input) -> dict``
+    simulate.py          ``def answer(input) -> dict`` and ``def sloppy(input) -> dict``;
+                         optional ``def wrong_language(input) -> dict`` (free text in the
+                         wrong language, for the simulator's ``wrong-language`` profile)
 
 The fingerprint is sha256 over every file, normalized (JSON and TOML as RFC 8785 canonical
 JSON, text with LF line endings), so changing any of them invalidates its certificates.
@@ -165,6 +167,7 @@ def load_contract(folder: Path) -> Contract:
         _hook=hook,
         _answer=sim.answer,
         _sloppy=sim.sloppy,
+        _wrong_language=_optional_function(folder / "simulate.py", sim, "wrong_language"),
     )
     cases = _load_cases(folder / "cases.jsonl", contract)
     object.__setattr__(contract, "cases", cases)
@@ -317,6 +320,13 @@ def _load_cases(path: Path, contract: Contract) -> tuple[Case, ...]:
     if not cases:
         raise ContractError(str(path), "a contract needs at least one case")
     return tuple(cases)
+
+
+def _optional_function(path: Path, module: ModuleType, name: str) -> Any:
+    fn = getattr(module, name, None)
+    if fn is not None and not callable(fn):
+        raise ContractError(str(path), f"{name} must be a function(input)")
+    return fn
 
 
 def _import(path: Path) -> ModuleType:

@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -126,6 +126,15 @@ def check_render(
             f"prompt is {tokens} {kind}, over the {budget}-token budget "
             f"({config.context_window} window minus output)"
         )
+    answer_tokens = expected_answer_tokens(contract, case, tokenizer)
+    if answer_tokens is not None:
+        detail["answer_tokens"] = answer_tokens
+        if answer_tokens > out_tokens:
+            kind = "tokens" if tokenizer.exact else "tokens (estimated high)"
+            problems.append(
+                f"the expected answer is {answer_tokens} {kind}, over max_output_tokens "
+                f"{out_tokens}: a faithful model would be cut off"
+            )
     for name, text in (("system", prompt.system), ("user", prompt.user)):
         hit = SPECIAL_TOKEN.search(text)
         if hit:
@@ -141,6 +150,15 @@ def check_render(
     if problems:
         return Check(Layer.RENDER, False, "; ".join(problems), detail=detail)
     return Check(Layer.RENDER, True, detail=detail)
+
+
+def expected_answer_tokens(contract: Contract, case: Case, tokenizer: Tokenizer) -> int | None:
+    """Count the case's expected answer (the contract's faithful answer, as JSON text)."""
+    try:
+        answer = contract.simulate(case.input)
+    except Exception:  # no faithful answer for this input: nothing to count
+        return None
+    return tokenizer.count(json.dumps(answer, ensure_ascii=False))
 
 
 def _tokenizer_special_strings(tokenizer: Tokenizer, text: str) -> list[str]:
@@ -224,3 +242,35 @@ def check_agreement(contract: Contract, primary_output: Any, fallback_output: An
         shown = ", ".join(f"{f}: {a.get(f)!r} vs {b.get(f)!r}" for f in diff)
         return Check(Layer.AGREEMENT, False, f"disagree on {shown}", excerpt(fallback_output))
     return Check(Layer.AGREEMENT, True)
+
+
+def check_replays(provider_ids: Sequence[str | None], earlier: Mapping[str, str]) -> Check | None:
+    """Fail stability when repeats share a provider id or reuse one of an earlier run.
+
+    ``earlier`` maps the provider ids of earlier certificates to their run ids. A provider
+    id names one piece of work: the same id twice is one answer served twice (a cache or a
+    proxy replaying it), so the k repeats were not k samples.
+    """
+    k = len(provider_ids)
+    seen: dict[str, int] = {}
+    for i, pid in enumerate(provider_ids, start=1):
+        if pid is None:
+            continue
+        if pid in earlier:
+            return Check(
+                Layer.STABILITY,
+                False,
+                f"replayed: repeat {i}/{k} came back with provider id {pid!r}, already "
+                f"answered in run {earlier[pid]}; an earlier answer is not a new sample",
+                detail={"replayed": True, "k": k},
+            )
+        if pid in seen:
+            return Check(
+                Layer.STABILITY,
+                False,
+                f"replayed: repeat {i}/{k} came back with the provider id {pid!r} of repeat "
+                f"{seen[pid]}; the {k} repeats are {len(set(provider_ids))} sample(s), not {k}",
+                detail={"replayed": True, "k": k},
+            )
+        seen[pid] = i
+    return None

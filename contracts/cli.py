@@ -16,9 +16,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
+
 from contracts.cassettes import CASSETTE_ROOT
 from contracts.catalog import load_catalog
 from contracts.model import Contract, ContractError
+from contracts.preflight import preflight
 from contracts.registry import CertificationRegistry, RegistryError
 from contracts.runner import DEFAULT_REPEATS, CertificationRun, Mode, Progress, Runner
 from providers.config import ProviderConfig
@@ -29,13 +32,19 @@ EXIT_ERROR = 2
 DEFAULT_REPORT_DIR = "reports/out"
 DEFAULT_REGISTRY = "reports/certifications.json"
 SIM_CONTEXT_WINDOW = 16_384  # tokens: small on purpose, so the long cases sit near the limit
-#: ``--sim`` providers: name -> (protocol, model). The simulator picks the profile by name.
-SIM_PROVIDERS: dict[str, tuple[str, str]] = {
-    "faithful": ("openai", "sim-gpt"),
-    "faithful-claude": ("anthropic", "sim-claude"),
-    "drifting": ("openai", "sim-gpt"),
-    "sloppy": ("openai", "sim-gpt"),
-    "no-system": ("openai", "sim-gpt"),
+#: ``--sim`` providers: name -> (protocol, model, simulator profile).
+SIM_PROVIDERS: dict[str, tuple[str, str, str]] = {
+    "faithful": ("openai", "sim-gpt", "faithful"),
+    "faithful-claude": ("anthropic", "sim-claude", "faithful"),
+    "drifting": ("openai", "sim-gpt", "drifting"),
+    "sloppy": ("openai", "sim-gpt", "sloppy"),
+    "no-system": ("openai", "sim-gpt", "no-system"),
+    "wrong-language": ("openai", "sim-gpt", "wrong-language"),
+    "wrong-language-claude": ("anthropic", "sim-claude", "wrong-language"),
+    "other-model": ("openai", "sim-gpt", "other-model"),
+    "other-model-claude": ("anthropic", "sim-claude", "other-model"),
+    "replaying": ("openai", "sim-gpt", "replaying"),
+    "replaying-claude": ("anthropic", "sim-claude", "replaying"),
 }
 SIM_PRIMARY = "faithful"
 REPLAY_BASE_URL = "http://replay.invalid"
@@ -44,7 +53,7 @@ REPLAY_BASE_URL = "http://replay.invalid"
 def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
     """Return the ``--sim`` provider configurations against a simulator at ``base_url``."""
     out = {}
-    for name, (protocol, model) in SIM_PROVIDERS.items():
+    for name, (protocol, model, _) in SIM_PROVIDERS.items():
         root = f"{base_url}/p/{name}"
         out[name] = ProviderConfig(
             name=name,
@@ -57,8 +66,13 @@ def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
     return out
 
 
+def sim_profiles() -> dict[str, str]:
+    """Return the simulator profile of every ``--sim`` provider."""
+    return {name: profile for name, (_, _, profile) in SIM_PROVIDERS.items()}
+
+
 def _sim_origin(provider: ProviderConfig) -> str:
-    profile = provider.name if provider.name in ("drifting", "sloppy", "no-system") else "faithful"
+    profile = sim_profiles().get(provider.name, "faithful")
     return f"onejob provider simulator (in-process), profile {profile!r}, {provider.protocol} wire"
 
 
@@ -134,7 +148,7 @@ async def _simulator(enabled: bool) -> AsyncIterator[str | None]:
     from providers.sim_cli import contract_catalog
     from providers.simulator import run_simulator
 
-    async with run_simulator(port=0, catalog=contract_catalog) as sim:
+    async with run_simulator(port=0, profiles=sim_profiles(), catalog=contract_catalog) as sim:
         yield sim.base_url
 
 
@@ -161,6 +175,8 @@ def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
         )
         if len(why) > 160:
             why = why[:157] + "..."
+        if note := unit.stability_note():
+            why += f"\n    note: {note}"
         print(
             f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
             f"{unit.contract.name:<22} {verdict}  "
@@ -224,10 +240,19 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return EXIT_ERROR
     chosen = [providers[n] for n in names]
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
+    registry = CertificationRegistry(registry_path)
     async with _simulator(args.sim and mode is not Mode.REPLAY) as base_url:
         if base_url is not None:
             live = sim_providers(base_url)
             chosen = [live[p.name] for p in chosen]
+        if mode is not Mode.REPLAY:
+            async with httpx.AsyncClient() as probe:
+                problems = await preflight(chosen, contracts[0], probe)
+            if problems:
+                for problem in problems:
+                    print(f"error: {problem}", file=out)
+                print("no case was run: fix the provider configuration first", file=out)
+                return EXIT_ERROR
         runner = Runner(
             mode,
             repeats=args.repeats,
@@ -239,10 +264,12 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 len(chosen) * len(contracts),
                 len(chosen) * sum(len(c.cases) for c in contracts),
             ),
+            # An answer carrying a provider id an earlier run already saw is a replay.
+            earlier_ids=registry.provider_ids,
         )
         print(
             f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
-            f"mode {mode.value}, k={args.repeats}",
+            f"mode {mode.value}, k={args.repeats}, run {runner.run_id}",
             file=out,
             flush=True,
         )
@@ -251,7 +278,6 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from reports.contracts_report import write_reports
 
     validity = dt.timedelta(days=args.validity_days)
-    registry = CertificationRegistry(registry_path)
     try:
         registry.record([u.certificate(validity) for u in run.units])
     except RegistryError as exc:

@@ -102,6 +102,12 @@ class Contract:
     _hook: SemanticHook | None = dataclasses.field(default=None, repr=False)
     _answer: Simulation | None = dataclasses.field(default=None, repr=False)
     _sloppy: Simulation | None = dataclasses.field(default=None, repr=False)
+    _wrong_language: Simulation | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def checks_language(self) -> bool:
+        """Say whether an assertion checks the language of free text (needs the detector)."""
+        return any(a.kind == "language" for a in self.assertions)
 
     @property
     def base_name(self) -> str:
@@ -204,6 +210,16 @@ class Contract:
         """Answer schema-valid but semantically wrong, in a way the assertions catch."""
         assert self._sloppy is not None
         return self._sloppy(input)
+
+    def simulate_wrong_language(self, input: Any) -> dict[str, Any]:
+        """Answer with the faithful values but free text in the wrong language.
+
+        Contracts without language rules (no optional ``wrong_language`` in simulate.py)
+        answer faithfully: they have no free text whose language could be wrong.
+        """
+        if self._wrong_language is None:
+            return self.simulate(input)
+        return self._wrong_language(input)
 
 
 def _props_of(schema: Mapping[str, Any]) -> set[str]:

@@ -9,18 +9,29 @@ File format::
         {
           "contract": "ticket-triage@1", "contract_fingerprint": "<sha256 hex>",
           "provider": "faithful", "protocol": "openai", "model": "sim-gpt",
-          "adapter_version": "openai/1", "mode": "live",
+          "adapter_version": "openai/2", "mode": "live",
           "verdict": "pass" | "fail", "certified_at": "...Z", "expires_at": "...Z",
           "repeats": 3, "cases": 17,
           "pass_rates": {"render": 1.0, "transport": 1.0, "schema": 1.0, "model": 1.0,
                          "semantics": 1.0, "stability": 1.0},
-          "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}]
+          "failures": [{"case": "...", "layer": "schema", "reason": "...", "excerpt": "..."}],
+          "run_id": "cert-...", "reported_models": ["sim-gpt"],
+          "omitted_parameters": ["temperature"], "stability_basis": "pass^k alone",
+          "evidence": {"<case>": {"agree": {...} | null, "answers": [...],
+                                  "provider_ids": [...], "models": [...]}}
         }
       ]
     }
 
 One entry per (contract, fingerprint, provider, model, adapter version, mode); writing an
 entry with the same key replaces it. Only ``live`` and ``record`` certificates count.
+``omitted_parameters`` names what the adapter left out because the model refuses it; with
+``temperature`` among them, ``stability_basis`` is ``pass^k alone`` (else ``temperature 0
+and pass^k``) and an allowed failover to that provider says so.
+``run_id``, ``reported_models``, ``evidence`` and those two extend the format compatibly: a
+certificate without evidence is read, but allows no failover (``no agreement evidence
+with P``), since agreement is computed from the two certificates' evidence
+(``contracts.evidence``).
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts.evidence import compare_evidence
 from contracts.model import Contract
 from providers.config import ProviderConfig
 
@@ -55,7 +67,7 @@ class Verdict:
     allowed: bool
     #: ``certified``, ``missing certificate for P on C``, ``failed``, ``expired``,
     #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``,
-    #: ``disagrees with primary``.
+    #: ``no agreement evidence with P``, ``disagrees with primary``.
     reason: str
     detail: str = ""  #: one human sentence naming the provider and the certificate
 
@@ -248,27 +260,61 @@ class CertificationRegistry:
         *,
         now: dt.datetime | None = None,
     ) -> Verdict:
-        """Say whether ``fallback`` may replace ``primary`` for ``contract`` (both certified)."""
-        verdict, entry = self._certificate(contract, fallback, now, None)
+        """Say whether ``fallback`` may replace ``primary``: both certified, evidence agrees."""
+        verdict, f_entry = self._certificate(contract, fallback, now, None)
         if not verdict.allowed:
             return verdict
-        agreement = ((entry or {}).get("agreement") or {}).get(primary.name)
-        if agreement is not None and agreement.get("rate", 0) < 1.0:
-            failures = agreement.get("failures") or [{}]
+        verdict, p_entry = self._certificate(contract, primary, now, None)
+        if not verdict.allowed:
+            return verdict
+        # Agreement comes from the two certificates in force, whatever runs made them.
+        agreement = compare_evidence(contract, p_entry, f_entry)
+        if not agreement.computable:
+            lacking = [
+                f"{e['provider']} (run {e.get('run_id') or 'unknown'})"
+                for e in (p_entry, f_entry)
+                if e is not None and not _has_evidence(e, agreement.missing)
+            ]
+            return Verdict(
+                False,
+                f"no agreement evidence with {primary.name}",
+                f"{fallback.name} cannot be compared with {primary.name} on {contract.name}: "
+                f"no must-agree values stored for {len(agreement.missing)} case(s) "
+                f"(first: {agreement.missing[0]}) in the certificate of "
+                f"{' and '.join(lacking) or 'either'}; certify both for the current "
+                "fingerprint with this version of onejob",
+            )
+        if not agreement.agrees:
+            first = agreement.failures[0]
             return Verdict(
                 False,
                 "disagrees with primary",
                 f"{fallback.name} disagrees with {primary.name} on {contract.name}'s must-agree "
-                f"fields (case {failures[0].get('case')}: {failures[0].get('reason')})",
+                f"fields in {len(agreement.failures)} of {agreement.compared} case(s) "
+                f"(case {first['case']}: {first['reason']})",
             )
-        verdict = self.certificate_verdict(contract, primary, now=now)
-        if not verdict.allowed:
-            return verdict
         return Verdict(
             True,
             "certified",
-            f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name}",
+            f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name} "
+            f"and agree on its {agreement.compared} cases (runs {run_of(p_entry)} and "
+            f"{run_of(f_entry)}){_stability_caveat(p_entry, f_entry)}",
         )
+
+    def provider_ids(self, provider: str, contract: str) -> dict[str, str]:
+        """Return ``{provider id: run id}`` over every stored certificate of one unit."""
+        out: dict[str, str] = {}
+        for e in self.entries():
+            if e.get("provider") != provider or e.get("contract") != contract:
+                continue
+            evidence = e.get("evidence")
+            if not isinstance(evidence, dict):
+                continue
+            for case in evidence.values():
+                for pid in (case or {}).get("provider_ids") or ():
+                    if isinstance(pid, str):
+                        out[pid] = str(e.get("run_id") or "unknown")
+        return out
 
     def matrix(
         self,
@@ -303,6 +349,33 @@ class CertificationRegistry:
                     }
                 )
         return rows
+
+
+def _stability_caveat(*entries: Mapping[str, Any] | None) -> str:
+    """Return a verdict clause naming the certificates whose stability rests on pass^k alone."""
+    alone = [
+        str(e["provider"])
+        for e in entries
+        if e is not None and "temperature" in (e.get("omitted_parameters") or ())
+    ]
+    if not alone:
+        return ""
+    return (
+        f"; the stability of {' and '.join(alone)} rests on pass^k alone (the model refuses "
+        "temperature, so the contract's was not sent)"
+    )
+
+
+def run_of(entry: Mapping[str, Any] | None) -> str:
+    """Return the run id a certificate names (``unknown`` for certificates before run ids)."""
+    return str((entry or {}).get("run_id") or "unknown")
+
+
+def _has_evidence(entry: Mapping[str, Any], cases: Sequence[str]) -> bool:
+    evidence = entry.get("evidence")
+    if not isinstance(evidence, Mapping):
+        return False
+    return all(isinstance((evidence.get(c) or {}).get("agree"), dict) for c in cases)
 
 
 def _field(route: Any, name: str) -> Any:
@@ -346,6 +419,19 @@ def _check_types(path: Path, entry: Mapping[str, Any]) -> None:
     for field in ("verdict", "contract", "provider", "mode"):
         if not isinstance(entry.get(field), str):
             raise RegistryError(f"{path}: {field} must be a string")
+    evidence = entry.get("evidence")
+    if evidence is not None and not (
+        isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
+    ):
+        raise RegistryError(f"{path}: evidence must map case ids to objects")
+    for field in ("run_id", "stability_basis"):
+        if entry.get(field) is not None and not isinstance(entry.get(field), str):
+            raise RegistryError(f"{path}: {field} must be a string")
+    omitted = entry.get("omitted_parameters")
+    if omitted is not None and not (
+        isinstance(omitted, list) and all(isinstance(p, str) for p in omitted)
+    ):
+        raise RegistryError(f"{path}: omitted_parameters must be a list of strings")
     agreement = entry.get("agreement")
     if agreement is not None and not (
         isinstance(agreement, dict) and all(isinstance(v, dict) for v in agreement.values())

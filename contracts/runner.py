@@ -3,6 +3,15 @@
 Providers and cases run concurrently (bounded); the k repeats of one case run in order, so
 stability is measured on the same conditions. Results become certificates
 (``UnitResult.certificate``) for the registry; replay results never certify.
+
+Every run has its own id (``Runner.run_id``), part of every downstream key
+(``certify/<run id>/<contract>/<case>/<repeat>``), so a provider or proxy that honours
+``Idempotency-Key`` cannot answer this run from an earlier one. Repeats that still come
+back with one provider id (a caching proxy) are replays, not k samples: stability fails.
+
+A model that refuses ``temperature`` gets requests without it (the adapter reports that in
+``ProviderResult.omitted_parameters``); its certificate then says that the stability of its
+answers rests on pass^k alone, since the contract's temperature was never applied.
 """
 
 from __future__ import annotations
@@ -11,13 +20,15 @@ import asyncio
 import dataclasses
 import datetime as dt
 import enum
+import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from contracts import language
 from contracts.cassettes import (
     CASSETTE_ROOT,
     CURRENT_TAPE,
@@ -34,19 +45,26 @@ from contracts.checks import (
     check_agreement,
     check_model,
     check_render,
+    check_replays,
     check_schema,
     check_semantics,
     check_stability,
+    excerpt,
 )
+from contracts.evidence import case_evidence
 from contracts.model import Case, Contract
 from contracts.registry import DEFAULT_VALIDITY, adapter_version_of
 from providers.base import BadOutput, ProviderError, ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import build_provider
+from providers.models import model_matches
 from providers.tokenizers import Tokenizer, tokenizer_for
 
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 8  # cases in flight at once, across all providers
+
+#: ``stability_basis`` of a certificate whose model refused the contract's temperature.
+PASS_K_ALONE = "pass^k alone"
 
 
 class Mode(enum.StrEnum):
@@ -71,6 +89,11 @@ class CaseResult:
     outputs: list[Any]  #: the parsed output of each repeat (None when there was none)
     duration: float  # seconds
     error: str | None = None  #: a harness error (cassette mismatch), not a provider failure
+    provider_ids: list[str | None] = dataclasses.field(default_factory=list)  #: per repeat
+    models: list[str | None] = dataclasses.field(default_factory=list)  #: reported, per repeat
+    valid: list[bool] = dataclasses.field(default_factory=list)  #: passed the model layer
+    #: Request parameters the adapter left out in any repeat (the model refuses them).
+    omitted_parameters: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -99,6 +122,7 @@ class UnitResult:
     started_at: dt.datetime
     duration: float  # seconds
     agreement: dict[str, list[Check]] = dataclasses.field(default_factory=dict)
+    run_id: str = ""  #: the certification run that produced it
 
     @property
     def passed(self) -> bool:
@@ -109,6 +133,28 @@ class UnitResult:
     def errors(self) -> list[str]:
         """Return the harness errors (cassette mismatches) of this unit."""
         return [f"{c.case}: {c.error}" for c in self.cases if c.error]
+
+    @property
+    def omitted_parameters(self) -> tuple[str, ...]:
+        """Return the request parameters left out of any call, because the model refuses them."""
+        return tuple(sorted({p for c in self.cases for p in c.omitted_parameters}))
+
+    @property
+    def stability_basis(self) -> str:
+        """Say what stability rests on: the contract's temperature and pass^k, or pass^k alone."""
+        if "temperature" in self.omitted_parameters:
+            return PASS_K_ALONE
+        return f"temperature {self.contract.temperature:g} and pass^k"
+
+    def stability_note(self) -> str | None:
+        """Return one sentence for reports when stability rests on pass^k alone, else None."""
+        if self.stability_basis != PASS_K_ALONE:
+            return None
+        return (
+            f"stability rests on pass^{self.repeats} alone: {self.provider.model} refuses "
+            f"temperature, so the contract's temperature {self.contract.temperature:g} was "
+            "not sent"
+        )
 
     def pass_rates(self) -> dict[str, float]:
         """Return, per layer, the fraction of cases that passed it."""
@@ -167,10 +213,18 @@ class UnitResult:
             "certified_at": _iso(finished),
             "expires_at": _iso(finished + validity),
             "repeats": self.repeats,
+            "omitted_parameters": list(self.omitted_parameters),
+            "stability_basis": self.stability_basis,
             "cases": len(self.cases),
             "pass_rates": self.pass_rates(),
             "failures": self.failures(),
             "agreement": agreement,
+            "run_id": self.run_id,
+            "reported_models": sorted({m for c in self.cases for m in c.models if m}),
+            "evidence": {
+                c.case: case_evidence(self.contract, c.outputs, c.valid, c.provider_ids, c.models)
+                for c in self.cases
+            },
         }
 
 
@@ -178,6 +232,7 @@ class UnitResult:
 class CertificationRun:
     """Everything one ``certify`` run found."""
 
+    run_id: str
     mode: Mode
     repeats: int
     units: list[UnitResult]
@@ -210,6 +265,21 @@ def _iso(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """Return a fresh certification run id: ``cert-<UTC time>-<random hex>``."""
+    t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return f"cert-{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What one call said about itself: the provider's id, the model, what was left out."""
+
+    provider_id: str | None = None
+    model: str | None = None
+    omitted_parameters: tuple[str, ...] = ()
+
+
 def _not_reached(layer: Layer, because: Layer) -> Check:
     return Check(layer, False, f"not reached: {because.value} failed", detail={"not_reached": True})
 
@@ -228,6 +298,8 @@ class Runner:
         progress: Callable[[Progress], None] | None = None,
         client: httpx.AsyncClient | None = None,
         adapter_version: Callable[[str], str] = adapter_version_of,
+        run_id: str | None = None,
+        earlier_ids: Callable[[str, str], Mapping[str, str]] | None = None,
     ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
@@ -240,6 +312,10 @@ class Runner:
         self._client = client
         self._adapter_version = adapter_version
         self._tokenizers: dict[str, Tokenizer] = {}
+        #: Part of every downstream key and recorded in every certificate.
+        self.run_id = run_id or new_run_id()
+        #: ``(provider, contract) -> {provider id: run id}`` of earlier certificates.
+        self._earlier_ids = earlier_ids
 
     def client_for(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
         """Return the client this mode needs: plain, recording, or served from cassettes."""
@@ -262,6 +338,10 @@ class Runner:
     ) -> CertificationRun:
         """Run every case of every contract on every provider; compare the given pairs."""
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        if any(c.checks_language for c in contracts):
+            # Before any request is in flight: loading holds the GIL for seconds, and an
+            # in-process simulator on this loop would time calls out meanwhile.
+            language.detector()
         client = self._client or self.client_for(providers)
         try:
             sem = asyncio.Semaphore(self.concurrency)
@@ -289,7 +369,7 @@ class Runner:
                         for pc, fc in zip(p.cases, f.cases, strict=True)
                     ]
         return CertificationRun(
-            self.mode, self.repeats, list(units), started, time.perf_counter() - t0
+            self.run_id, self.mode, self.repeats, list(units), started, time.perf_counter() - t0
         )
 
     async def _run_unit(
@@ -323,6 +403,7 @@ class Runner:
             cases=list(results),
             started_at=started,
             duration=time.perf_counter() - t0,
+            run_id=self.run_id,
         )
         if self.progress:
             self.progress(Progress(provider.name, contract.name, done, len(cases), unit))
@@ -338,6 +419,8 @@ class Runner:
     ) -> CaseResult:
         """Run one case ``repeats`` times on one provider and check every layer."""
         t0 = time.perf_counter()
+        if contract.checks_language:
+            await language.ready()  # a no-op after ``run`` loaded it
         tape = Tape(provider.name, contract.name, case.id)
         CURRENT_TAPE.set(tape)  # this task's own context: the transport finds the case
         adapter = build_provider(provider, client)
@@ -363,14 +446,18 @@ class Runner:
 
         per_repeat: list[dict[Layer, Check]] = []
         outputs: list[Any] = []
+        facts: list[CallFacts] = []
         error: str | None = None
         for r in range(self.repeats):
             keyed = dataclasses.replace(
-                request, idempotency_key=f"certify/{contract.name}/{case.id}/{r + 1}"
+                request, idempotency_key=self.downstream_key(contract, case, r)
             )
-            layers, output, error = await self._one_call(adapter, contract, case, keyed)
+            layers, output, error, call = await self._one_call(
+                adapter, provider, contract, case, keyed
+            )
             per_repeat.append(layers)
             outputs.append(output)
+            facts.append(call)
             if error is not None:
                 break
         if self.mode is Mode.RECORD and tape.interactions:
@@ -386,18 +473,21 @@ class Runner:
                     "protocol": provider.protocol,
                     "model": provider.model,
                     "contract_fingerprint": contract.fingerprint,
+                    "run_id": self.run_id,
                 },
             )
         for layer in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS):
             checks[layer] = _aggregate(layer, per_repeat)
-        repeat_passed = [
-            all(
-                layers[lyr].passed
-                for lyr in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
-            )
-            for layers in per_repeat
-        ]
+        repeat_passed = [all(layers[lyr].passed for lyr in _CALL_LAYERS) for layers in per_repeat]
+        provider_ids = [f.provider_id for f in facts]
         checks[Layer.STABILITY] = check_stability(contract, repeat_passed, outputs)
+        if checks[Layer.STABILITY].passed and self.mode is not Mode.REPLAY:
+            # Replay mode serves one recording to every repeat by design; elsewhere a
+            # repeated provider id means one answer was served twice.
+            earlier = self._earlier_ids(provider.name, contract.name) if self._earlier_ids else {}
+            checks[Layer.STABILITY] = (
+                check_replays(provider_ids, earlier) or checks[Layer.STABILITY]
+            )
         return CaseResult(
             contract.name,
             provider.name,
@@ -406,18 +496,31 @@ class Runner:
             outputs,
             time.perf_counter() - t0,
             error,
+            provider_ids=provider_ids,
+            models=[f.model for f in facts],
+            valid=[layers[Layer.MODEL].passed for layers in per_repeat],
+            omitted_parameters=tuple(sorted({p for f in facts for p in f.omitted_parameters})),
         )
 
+    def downstream_key(self, contract: Contract, case: Case, repeat: int) -> str:
+        """Return the ``Idempotency-Key`` of one repeat (0-based) of one case in this run."""
+        return f"certify/{self.run_id}/{contract.name}/{case.id}/{repeat + 1}"
+
     async def _one_call(
-        self, adapter: Any, contract: Contract, case: Case, request: ProviderRequest
-    ) -> tuple[dict[Layer, Check], Any, str | None]:
+        self,
+        adapter: Any,
+        provider: ProviderConfig,
+        contract: Contract,
+        case: Case,
+        request: ProviderRequest,
+    ) -> tuple[dict[Layer, Check], Any, str | None, CallFacts]:
         layers: dict[Layer, Check] = {}
         try:
             result = await adapter.call(request)
         except CassetteMismatch as exc:
             layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, False, f"cassette mismatch: {exc}")
             _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, str(exc)
+            return layers, None, str(exc), CallFacts()
         except BadOutput as exc:
             layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
             layers[Layer.SCHEMA] = Check(
@@ -427,7 +530,7 @@ class Runner:
                 exc.body_excerpt or "",
             )
             _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, None, None
+            return layers, None, None, CallFacts(exc.request_id)
         except ProviderError as exc:
             layers[Layer.TRANSPORT] = Check(
                 Layer.TRANSPORT,
@@ -436,19 +539,29 @@ class Runner:
                 exc.body_excerpt or "",
             )
             _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, None
+            return layers, None, None, CallFacts(exc.request_id)
+        facts = CallFacts(result.request_id, result.model, result.omitted_parameters)
         output = result.output
+        identity = model_matches(
+            provider.protocol, provider.model, result.model, provider.model_aliases
+        )
+        if not identity.matches:
+            layers[Layer.TRANSPORT] = Check(
+                Layer.TRANSPORT, False, identity.reason, excerpt(output)
+            )
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, output, None, facts
         layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
         layers[Layer.SCHEMA] = check_schema(contract, output)
         if not layers[Layer.SCHEMA].passed:
             _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, output, None
+            return layers, output, None, facts
         layers[Layer.MODEL] = check_model(contract, output)
         if not layers[Layer.MODEL].passed:
             _fill_not_reached(layers, Layer.MODEL)
-            return layers, output, None
+            return layers, output, None, facts
         layers[Layer.SEMANTICS] = check_semantics(contract, case, output)
-        return layers, output, None
+        return layers, output, None, facts
 
 
 _CALL_LAYERS = (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)

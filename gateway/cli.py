@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import contextlib
+import datetime as dt
 import importlib
 import logging
 import sys

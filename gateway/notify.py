@@ -25,8 +25,11 @@ class JobWatch:
 
     def __init__(self) -> None:
         self.changed = asyncio.Event()
-        #: The job as the changing transaction committed it; None: re-read it.
+        #: The job as a transaction of this process committed it, since the last take.
         self.record: Any = None
+        #: A change arrived that carried no record (another process's NOTIFY, or our own
+        #: echoed back by LISTEN): the database may hold something newer than ``record``.
+        self.reread = False
 
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a change; say whether one came (and reset)."""
@@ -37,10 +40,11 @@ class JobWatch:
         self.changed.clear()
         return True
 
-    def take(self) -> Any:
-        """Return the record the last change brought (None: unknown) and forget it."""
-        record, self.record = self.record, None
-        return record
+    def take(self) -> tuple[Any, bool]:
+        """Return the last record a change brought and whether to re-read; forget both."""
+        taken = (self.record, self.reread)
+        self.record, self.reread = None, False
+        return taken
 
 
 class ChangeHub:
@@ -56,7 +60,10 @@ class ChangeHub:
         A change from another process (``pg_notify``) carries no record: waiters re-read.
         """
         for watch in self._job_waiters.get(job_id, ()):
-            watch.record = record
+            if record is None:
+                watch.reread = True
+            else:
+                watch.record = record
             watch.changed.set()
 
     def publish_attempt(self) -> None:

@@ -117,9 +117,7 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
     from providers.simulator.server import run_simulator
 
     sim_cfg = settings.simulator
-    async with run_simulator(
-        port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog
-    ) as sim:
+    async with run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog) as sim:
         log.info("bundled simulator listening", extra={"url": sim.base_url})
         yield
 

@@ -389,10 +389,15 @@ class JobService:
                 if job.status.settled or remaining <= 0:
                     return job
                 await watch.wait(min(remaining, WAIT_POLL_INTERVAL))
-                record = watch.take()
-                stale = record is None
+                record, reread = watch.take()
+                if record is not None and record.status.settled:
+                    # A decision this process committed is the answer, whatever the echo
+                    # of its own NOTIFY says.
+                    return record  # type: ignore[no-any-return]
                 if record is not None:
                     job = record
+                # Re-read after another process's change, or when the poll ran out.
+                stale = reread or record is None
 
     def certifications_matrix(self) -> list[dict[str, Any]]:
         """Return the effective failover matrix: one row per contract and configured fallback."""

@@ -39,6 +39,9 @@ class ProviderConfig(BaseModel):
     protocol: Protocol
     base_url: str
     model: str
+    #: Further names the provider may report for ``model`` (beyond its dated snapshots, see
+    #: ``providers.models``); any other reported model fails certification.
+    model_aliases: tuple[str, ...] = ()
     #: Name of the environment variable holding the API key (never the key itself).
     api_key_env: str | None = None
     timeout: float = 30.0  # seconds, whole call (the attempt deadline)

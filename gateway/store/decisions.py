@@ -19,6 +19,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.notify import JOBS_CHANNEL
+from gateway.store import pg_round_trips as pg
 from gateway.store.base import Stale, StoreBase
 from gateway.store.rows import (
     DECIDED,
@@ -119,8 +120,19 @@ class Decisions(StoreBase):
     ) -> FinalizeResult:
         async with self._tx() as tx:
             conn = tx.conn
-            params = {"attempt_id": attempt_id, "result": result, "now": self._now()}
-            job_row = (await conn.execute(self._cas_running, params)).one_or_none()
+            now = self._now()
+            job_row: Any
+            row: Any
+            if self._sqlite:
+                params = {"attempt_id": attempt_id, "result": result, "now": now}
+                job_row = (await conn.execute(self._cas_running, params)).one_or_none()
+            else:  # CAS, the attempt's move, its event and pg_notify: one statement
+                sql = pg.FINALIZE
+                async with pg.raw(conn, sql) as driver:
+                    both = await driver.fetchrow(
+                        sql, attempt_id, pg.as_json(result), now, scrub(provider_request_id)
+                    )
+                job_row = None if both is None else pg.as_row(both, "j_", pg.JOB_COLUMNS)
             if job_row is None:
                 current = await self._attempt_row(conn, attempt_id)
                 if current is None or current.state != A.RUNNING.value:
@@ -131,23 +143,22 @@ class Decisions(StoreBase):
                 return lost
             job_id = job_row.id
             tx.notified(job_id, sent=not self._sqlite)
-            finish = {
-                "attempt_id": attempt_id,
-                "target": A.SUCCEEDED.value,
-                "finished_at": self._now(),
-                "provider_request_id": scrub(provider_request_id),
-            }
-            row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
+            if self._sqlite:
+                finish = {
+                    "attempt_id": attempt_id,
+                    "target": A.SUCCEEDED.value,
+                    "finished_at": now,
+                    "provider_request_id": scrub(provider_request_id),
+                }
+                row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
+                if row is not None:
+                    detail = {"version": job_row.version, "provider": row.provider}
+                    await self._event(conn, job_id, "attempt_succeeded", detail, attempt_id)
+            else:
+                row = pg.as_row(both, "a_", pg.ATTEMPT_COLUMNS)
             if row is None:
                 # Reaped to `unknown` between the CAS's read and its lock: undo it all.
                 raise Stale
-            await self._event(
-                conn,
-                job_id,
-                "attempt_succeeded",
-                {"version": job_row.version, "provider": row.provider},
-                attempt_id,
-            )
             siblings = await self._attempt_rows(conn, job_id)
             if any(a.state == A.STARTING.value for a in siblings):
                 await self._cancel_unsent(conn, job_id, "decided")

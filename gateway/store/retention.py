@@ -58,7 +58,5 @@ class Retention(StoreBase):
                 return len(ids)
             await conn.execute(job_events.delete().where(job_events.c.job_id.in_(ids)))
             await conn.execute(attempts.delete().where(attempts.c.job_id.in_(ids)))
-            await conn.execute(
-                jobs.delete().where(jobs.c.id.in_(ids), jobs.c.status.in_(PRUNABLE))
-            )
+            await conn.execute(jobs.delete().where(jobs.c.id.in_(ids), jobs.c.status.in_(PRUNABLE)))
             return len(ids)

@@ -109,6 +109,15 @@ class OpenAIAdapter(JsonHttpAdapter):
             )
         content = message.get("content")
         if not isinstance(content, str):
+            if calls := tool_call_names(message.get("tool_calls")):
+                raise BadOutput(
+                    f"{self.name} answered with tool_calls ({', '.join(calls)}) instead of the "
+                    "JSON answer in message.content; the contract asks for structured output, "
+                    "not a tool call",
+                    reason="tool_calls",
+                    request_id=request_id,
+                    body_excerpt=excerpt(json.dumps(message.get("tool_calls"))),
+                )
             raise BadOutput(
                 f"{self.name} answered without text content", reason="empty", request_id=request_id
             )
@@ -195,3 +204,15 @@ def _carries(item: dict[str, Any], downstream_key: str) -> bool:
     if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
         return True
     return bool(metadata[METADATA_KEY] == downstream_key)
+
+
+def tool_call_names(tool_calls: Any) -> list[str]:
+    """Return the function names of an OpenAI ``tool_calls`` list (empty when there is none)."""
+    if not isinstance(tool_calls, list):
+        return []
+    names = []
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        names.append(name if isinstance(name, str) else "unnamed")
+    return names

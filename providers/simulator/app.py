@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
 import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -35,6 +37,7 @@ from typing import Any
 
 from providers.plugin import RequestRefused, plugins
 from providers.simulator.profiles import (
+    OTHER_MODEL_SUFFIX,
     InputBlockError,
     Profile,
     answer,
@@ -119,7 +122,12 @@ class SimulatorApp:
         self.stored: dict[str, list[dict[str, Any]]] = {}
         self._seq = itertools.count(1)  # numbers the calls since the last reset
         self._served = itertools.count(1)  # never reset: keeps request ids unique
+        # Request ids are unique across simulator processes too, as a real provider's are:
+        # certification takes a provider id it has seen before for a replayed answer.
+        self._instance = secrets.token_hex(8)
         self._closing: asyncio.Event | None = None
+        #: ``replaying``: the first answer per (provider, path, request body), served again.
+        self._replay_cache: dict[tuple[str, str, bytes], WireResponse] = {}
 
     # -- state ---------------------------------------------------------------------------
 
@@ -139,6 +147,7 @@ class SimulatorApp:
         self.calls.clear()
         self.stored.clear()
         self._overrides.clear()
+        self._replay_cache.clear()
         self._seq = itertools.count(1)
 
     def close(self) -> None:
@@ -171,7 +180,8 @@ class SimulatorApp:
             await self._control(scope, method, path, body, send)
             return
         routed = route(path)
-        request_id = hashlib.sha256(f"{next(self._served)}:".encode() + body).hexdigest()[:24]
+        served = f"{self._instance}:{next(self._served)}:".encode()
+        request_id = hashlib.sha256(served + body).hexdigest()[:24]
         if routed is None:
             wire = claimant(path)
             await _send(send, wire.error(wire.not_found(method, path), request_id))
@@ -277,6 +287,14 @@ class SimulatorApp:
         elif request is None:
             assert refused is not None
             response = wire.error(refused, request_id)
+        elif self.profile_for(record.provider) is Profile.REPLAYING and kind is BehaviourKind.OK:
+            # A caching proxy: the key is the body, never the Idempotency-Key header.
+            cache_key = (record.provider, record.path, hashlib.sha256(body).digest())
+            response = self._replay_cache.get(cache_key) or self._answer(
+                record, wire, request, request_id, malformed_output=False
+            )
+            if response.status == 200:
+                self._replay_cache.setdefault(cache_key, response)
         else:
             response = self._answer(
                 record, wire, request, request_id, malformed_output=kind is BehaviourKind.MALFORMED
@@ -348,6 +366,8 @@ class SimulatorApp:
             return refuse(
                 400, f"{contract_name} cannot simulate this input: {type(exc).__name__}: {exc}"
             )
+        if self.profile_for(record.provider) is Profile.OTHER_MODEL:
+            request = dataclasses.replace(request, model=request.model + OTHER_MODEL_SUFFIX)
         return wire.success(request, reply, request_id, self._clock())
 
     def _keep(self, record: CallRecord, request: WireRequest, response: WireResponse) -> None:

@@ -27,6 +27,16 @@ class Profile(enum.StrEnum):
     DRIFTING = "drifting"  #: the correct answer wrapped under an extra top-level key
     SLOPPY = "sloppy"  #: schema-valid but semantically wrong (wrong category, bad totals)
     NO_SYSTEM = "no-system"  #: ignores the format instructions: prose around the JSON
+    #: the correct values, but free text in the wrong language (the input's, not the asked one)
+    WRONG_LANGUAGE = "wrong-language"
+    #: the correct answer from another model: reports ``<requested model>-mini``
+    OTHER_MODEL = "other-model"
+    #: a caching proxy: an identical request body gets the first answer again, byte for byte
+    REPLAYING = "replaying"
+
+
+#: What ``other-model`` appends to the requested model name in its answers.
+OTHER_MODEL_SUFFIX = "-mini"
 
 
 #: The key ``drifting`` wraps valid output under.
@@ -42,6 +52,10 @@ class SimContract(Protocol):
 
     def simulate_sloppy(self, input: Any) -> Any:
         """Return a schema-valid but semantically wrong answer for ``input``."""
+        ...
+
+    def simulate_wrong_language(self, input: Any) -> Any:
+        """Return the faithful answer with its free text in the wrong language."""
         ...
 
 
@@ -88,6 +102,8 @@ def answer(contract_name: str, contract: SimContract, input: Any, profile: Profi
     """Return what a model with ``profile`` writes for ``input``."""
     if profile is Profile.SLOPPY:
         value = contract.simulate_sloppy(input)
+    elif profile is Profile.WRONG_LANGUAGE:
+        value = contract.simulate_wrong_language(input)
     else:
         value = contract.simulate(input)
     if profile is Profile.DRIFTING:

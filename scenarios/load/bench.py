@@ -65,6 +65,7 @@ def child(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             stderr=subprocess.STDOUT,
             cwd=ROOT,
             env={**os.environ, "ONEJOB_LOG_LEVEL": "WARNING"},
+            start_new_session=True,  # its own group, so its children go with it
         )
     try:
         yield proc
@@ -74,8 +75,10 @@ def child(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             try:
                 proc.wait(EXIT_TIMEOUT)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(EXIT_TIMEOUT)
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
+        proc.wait(EXIT_TIMEOUT)
 
 
 def tail(log: Path) -> str:

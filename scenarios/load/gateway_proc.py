@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from gateway.server import run_event_loop, serve, serve_workers
 from gateway.logging import configure_logging
+from gateway.server import run_event_loop, serve, serve_workers
 from gateway.settings import Settings
 
 

@@ -33,7 +33,9 @@ function response(status, headers, body)
     end
   end
   bad = bad + 1
-  if bad <= 3 then io.stderr:write("unexpected answer " .. status .. ": " .. string.sub(body, 1, 300) .. "\n") end
+  if bad <= 3 then
+    io.stderr:write("unexpected answer " .. status .. ": " .. string.sub(body, 1, 300) .. "\n")
+  end
 end
 function done(summary, latency, requests)
   local good, wrong = 0, 0

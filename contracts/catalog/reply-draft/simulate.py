@@ -2,7 +2,8 @@
 
 ``answer`` writes the reply a careful agent would, from the facts only, in the customer's
 language, shortened when the length limit asks for it. ``sloppy`` writes the same reply
-but never names the order id.
+but never names the order id. ``wrong_language`` writes it in English whatever language the
+input asks for, and still claims the asked language in ``language``.
 """
 
 from __future__ import annotations
@@ -146,4 +147,11 @@ def sloppy(input: dict[str, Any]) -> dict[str, Any]:
     oid = input["order_id"]
     out["subject"] = out["subject"].replace(f" {oid}", "")
     out["body"] = out["body"].replace(f" {oid}", "")
+    return out
+
+
+def wrong_language(input: dict[str, Any]) -> dict[str, Any]:
+    """Draft the reply in English, but claim the language the input asked for."""
+    out = answer({**input, "language": "en"})
+    out["language"] = input["language"]
     return out

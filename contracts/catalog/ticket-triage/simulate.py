@@ -1,7 +1,9 @@
 """Rule-based answers for ticket-triage@1, used by the provider simulator.
 
 ``answer`` is what a faithful model would say (keyword triage that ignores injected
-instructions); ``sloppy`` is schema-valid but files every ticket under the wrong category.
+instructions, and an English summary whatever the ticket's language); ``sloppy`` is
+schema-valid but files every ticket under the wrong category; ``wrong_language`` has the
+right values but summarizes a non-English ticket in the ticket's own language.
 """
 
 from __future__ import annotations
@@ -43,6 +45,20 @@ LANGUAGE_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+LANGUAGE_NAMES = {"de": "German", "es": "Spanish", "fr": "French", "ja": "Japanese", "ar": "Arabic"}
+# What an English summary of a ticket in another language says it is about.
+GIST = {
+    "billing": "a question about a charge or an invoice",
+    "technical": "a technical problem with the product",
+    "account": "a problem with the account",
+    "shipping": "an order that has not arrived",
+    "refund": "a refund that has not arrived yet",
+    "security": "a possible security incident",
+    "feedback": "feedback about the product",
+    "other": "a general question",
+}
+
+
 def _clean(text: str) -> str:
     return INJECTION.sub(" ", text)
 
@@ -81,23 +97,41 @@ def _language(text: str) -> str:
     return "en"
 
 
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197].rstrip() + "..."
+
+
 def answer(input: dict[str, Any]) -> dict[str, Any]:
     """Triage the ticket like a careful model would."""
     subject = _clean(input["subject"]).strip()
     text = _clean(f"{input['subject']}\n{input['body']}")
     category = _category(text)
     priority = _priority(category, text, input["customer"]["plan"])
-    summary = f"{category.capitalize()} ticket from {input['customer']['name']}: {subject}"
-    summary = " ".join(summary.split())
-    if len(summary) > 200:
-        summary = summary[:197].rstrip() + "..."
+    language = _language(text)
+    name = input["customer"]["name"]
+    if language == "en":
+        summary = f"{category.capitalize()} ticket from {name}: {subject}"
+    else:  # the summary is English whatever the ticket's language
+        summary = (
+            f"{category.capitalize()} ticket from {name}, written in "
+            f"{LANGUAGE_NAMES[language]}, about {GIST[category]}."
+        )
     return {
         "category": category,
         "priority": priority,
-        "summary": summary,
+        "summary": _one_line(summary),
         "needs_human": priority in ("high", "urgent") or category in ("refund", "security"),
-        "language": _language(text),
+        "language": language,
     }
+
+
+def wrong_language(input: dict[str, Any]) -> dict[str, Any]:
+    """Answer with the right values, but summarize in the ticket's language, not English."""
+    out = answer(input)
+    if out["language"] != "en":
+        out["summary"] = _one_line(_clean(f"{input['subject']}. {input['body']}"))
+    return out
 
 
 def sloppy(input: dict[str, Any]) -> dict[str, Any]:

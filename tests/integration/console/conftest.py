@@ -23,6 +23,7 @@ from dispatch_harness import Api, RunningGateway, SimControl, certify, run_gatew
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from gateway.store import open_store
+from providers.sim_cli import contract_catalog
 from providers.simulator.server import RunningSimulator, run_simulator
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -68,7 +69,7 @@ async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
     finally:
         await store.close()
-    async with run_simulator(port=0) as sim:
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
         control = SimControl(sim)
         settings = _settings(sim, sqlite_url, tmp_path)
         certify(tmp_path / "certs.json", list(settings.providers.values()))

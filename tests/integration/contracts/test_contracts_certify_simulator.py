@@ -47,8 +47,10 @@ def units_of(certified: dict[str, Any], provider: str) -> list[dict[str, Any]]:
 
 def test_some_failing_certifications_exit_with_code_one(certified: dict[str, Any]) -> None:
     assert certified["code"] == 1
-    assert "[15/15]" in certified["log"]
-    assert "6/15 certification(s) passed" in certified["log"]
+    assert "[33/33]" in certified["log"]
+    # faithful and faithful-claude on 3 contracts; wrong-language(-claude) on the invoice
+    # contract only, which has no free text whose language is checked.
+    assert "8/33 certification(s) passed" in certified["log"], certified["log"][-3000:]
 
 
 @pytest.mark.parametrize("provider", ["faithful", "faithful-claude"])
@@ -98,17 +100,80 @@ def test_no_system_fails_because_its_answer_is_prose_around_json(
             assert "Sure! Here is the" in failure["excerpt"]
 
 
+@pytest.mark.parametrize("provider", ["wrong-language", "wrong-language-claude"])
+def test_wrong_language_fails_semantics_naming_the_language_it_wrote(
+    certified: dict[str, Any], provider: str
+) -> None:
+    units = {u["contract"]: u for u in units_of(certified, provider)}
+    triage, reply = units["ticket-triage@1"], units["reply-draft@1"]
+    assert triage["verdict"] == reply["verdict"] == "fail"
+    assert units["invoice-extraction@1"]["verdict"] == "pass"
+    assert {f["case"] for f in triage["failures"]} == {
+        "german-vat-invoice", "spanish-order-not-arrived", "japanese-app-crash",
+        "arabic-refund-waiting",
+    }  # fmt: skip
+    for failure in triage["failures"]:
+        assert failure["layer"] == "semantics"
+        assert failure["reason"].startswith("summary-in-english: the summary must be written")
+        assert "expected English (en" in failure["reason"]
+    german = next(f for f in reply["failures"] if f["case"] == "damaged-item-refund-german")
+    assert german["layer"] == "semantics"
+    assert "body-in-asked-language" in german["reason"]
+    assert "$.body is written in English (en" in german["reason"]
+    assert "expected German (de" in german["reason"]
+
+
+@pytest.mark.parametrize(
+    ("provider", "configured"), [("other-model", "sim-gpt"), ("other-model-claude", "sim-claude")]
+)
+def test_other_model_fails_at_transport_naming_both_models(
+    certified: dict[str, Any], provider: str, configured: str
+) -> None:
+    doc = json.loads((certified["root"] / "certs.json").read_text())
+    for cert in doc["certificates"]:
+        if cert["provider"] == provider:
+            assert cert["reported_models"] == [f"{configured}-mini"]
+    for unit in units_of(certified, provider):
+        assert unit["pass_rates"]["transport"] == 0.0
+        for failure in unit["failures"]:
+            assert failure["layer"] == "transport"
+            assert failure["reason"].startswith(
+                f"model mismatch: configured {configured!r}, the provider reported "
+                f"'{configured}-mini', which is neither a snapshot nor a declared alias"
+            )
+
+
+@pytest.mark.parametrize("provider", ["replaying", "replaying-claude"])
+def test_replaying_fails_stability_as_one_sample_not_k(
+    certified: dict[str, Any], provider: str
+) -> None:
+    for unit in units_of(certified, provider):
+        assert unit["pass_rates"]["semantics"] == 1.0 and unit["pass_rates"]["stability"] == 0.0
+        for failure in unit["failures"]:
+            assert failure["layer"] == "stability"
+            assert "replayed: repeat 2/2 came back with the provider id" in failure["reason"]
+            assert "the 2 repeats are 1 sample(s), not 2" in failure["reason"]
+
+
+def test_every_certificate_names_the_run_that_made_it(certified: dict[str, Any]) -> None:
+    doc = json.loads((certified["root"] / "certs.json").read_text())
+    run_ids = {c["run_id"] for c in doc["certificates"]}
+    assert len(run_ids) == 1 and next(iter(run_ids)).startswith("cert-")
+    assert f"run {next(iter(run_ids))}" in certified["log"]
+
+
 def test_reports_show_the_matrix_and_every_failure(certified: dict[str, Any]) -> None:
     out: Path = certified["root"] / "out"
     html = (out / "contracts.html").read_text()
     assert "Provider &times; contract" in html
-    assert html.count('class="pass"') == 6 and html.count('class="fail"') == 9
+    assert html.count('class="pass"') == 8 and html.count('class="fail"') == 25
     assert "unexpected top-level key &#39;result&#39;" in html
     suite = ET.parse(out / "contracts.junit.xml").getroot().find("testsuite")
     assert suite is not None
     cases = sum(len(c.cases) for c in load_catalog().values())
-    assert suite.get("tests") == str(5 * cases)
-    assert suite.get("failures") == str(3 * cases)
+    assert suite.get("tests") == str(11 * cases)
+    non_english = 4 + 3  # ticket-triage and reply-draft cases not written in English
+    assert suite.get("failures") == str(7 * cases + 2 * non_english)
 
 
 def test_gateway_fails_over_only_to_the_certified_faithful_fallback(
@@ -120,7 +185,15 @@ def test_gateway_fails_over_only_to_the_certified_faithful_fallback(
         routes={
             "*": {
                 "primary": "faithful",
-                "fallbacks": ["drifting", "sloppy", "no-system", "faithful-claude"],
+                "fallbacks": [
+                    "drifting",
+                    "sloppy",
+                    "no-system",
+                    "wrong-language-claude",
+                    "other-model-claude",
+                    "replaying-claude",
+                    "faithful-claude",
+                ],
             }
         },
     )
@@ -136,7 +209,10 @@ def test_gateway_fails_over_only_to_the_certified_faithful_fallback(
         worker_id="w",
     )
     for contract in load_catalog():
-        assert dispatcher.effective_fallbacks(contract, "faithful") == ["faithful-claude"]
+        expected = ["faithful-claude"]
+        if contract == "invoice-extraction@1":  # no free text: wrong-language is faithful here
+            expected = ["wrong-language-claude", "faithful-claude"]
+        assert dispatcher.effective_fallbacks(contract, "faithful") == expected
 
 
 @pytest.mark.parametrize(
@@ -146,6 +222,8 @@ def test_gateway_fails_over_only_to_the_certified_faithful_fallback(
         ("drifting", 1, "no: failed: drifting on invoice-extraction@1 failed certification"),
         ("sloppy", 1, "(semantics layer, case us-saas-net-30: line-items-add-up"),
         ("no-system", 1, "(schema layer, case us-saas-net-30: output is not the contract's JSON"),
+        ("other-model-claude", 1, "(transport layer, case us-saas-net-30: model mismatch"),
+        ("replaying-claude", 1, "(stability layer, case us-saas-net-30: replayed: repeat 2/2"),
     ],
 )
 def test_can_i_failover_says_why(

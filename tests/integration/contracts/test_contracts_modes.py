@@ -15,11 +15,12 @@ import pytest
 from contracts.catalog import load_catalog
 from contracts.checks import Layer
 from contracts.cli import certify, cmd_can_i_failover, sim_providers
-from contracts.registry import CertificationRegistry
+from contracts.registry import CertificationRegistry, adapter_version_of
 from contracts.runner import Mode, Runner
 from providers.config import ProviderConfig
 from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
+from reports.contracts_report import write_reports
 
 from .conftest import parse
 
@@ -43,16 +44,120 @@ async def test_one_changed_prompt_character_makes_certificates_stale(
         "--registry", str(registry), "--report-dir", str(tmp_path / "out"),
     )  # fmt: skip
     assert await certify(args, io.StringIO()) == 0
-    assert can_i(registry, catalog_copy) == (
-        0,
+    code, said = can_i(registry, catalog_copy)
+    assert code == 0
+    assert said.startswith(
         "yes: certified: faithful and faithful-claude both hold valid certificates "
-        "for ticket-triage@1\n",
+        "for ticket-triage@1 and agree on its 17 cases"
     )
     system = catalog_copy / "ticket-triage" / "system.j2"
     system.write_text(system.read_text().replace("help desk", "help-desk", 1))
     code, said = can_i(registry, catalog_copy)
     assert code == 1
     assert said.startswith("no: fingerprint changed: faithful-claude on ticket-triage@1")
+
+
+async def test_a_fallback_certified_alone_is_refused_until_its_primary_has_evidence(
+    tmp_path: Path,
+) -> None:
+    registry = tmp_path / "certs.json"
+
+    async def certify_one(provider: str) -> str:
+        out = io.StringIO()
+        args = parse(
+            "certify", "--sim", "--repeats", "1", "--contract", "ticket-triage@1",
+            "--provider", provider, "--registry", str(registry),
+            "--report-dir", str(tmp_path / provider),
+        )  # fmt: skip
+        assert await certify(args, out) == 0, out.getvalue()
+        return out.getvalue()
+
+    await certify_one("faithful-claude")
+    catalog = Path(load_catalog().root)
+    code, said = can_i(registry, catalog)
+    assert code == 1
+    assert said.startswith("no: missing certificate for faithful on ticket-triage@1")
+    # The primary's certificate from before evidence existed: certified, but not comparable.
+    doc = json.loads(registry.read_text())
+    old = {**doc["certificates"][0], "provider": "faithful", "protocol": "openai"}
+    old.update(
+        model="sim-gpt", adapter_version=adapter_version_of("openai"), evidence=None, run_id=None
+    )
+    doc["certificates"].append(old)
+    registry.write_text(json.dumps(doc))
+    code, said = can_i(registry, catalog)
+    assert code == 1
+    assert said.startswith("no: no agreement evidence with faithful: faithful-claude cannot be")
+    # A separate run certifies the primary: the two stored certificates are compared.
+    await certify_one("faithful")
+    code, said = can_i(registry, catalog)
+    assert code == 0, said
+    runs = {c["run_id"] for c in json.loads(registry.read_text())["certificates"]}
+    assert len(runs) == 2
+    assert said.startswith("yes: certified: faithful and faithful-claude both hold valid")
+    assert "agree on its 17 cases (runs cert-" in said
+    assert "pass^k alone" not in said  # both models took temperature 0
+
+
+async def test_a_model_that_refuses_temperature_is_certified_on_pass_k_alone(
+    tmp_path: Path,
+) -> None:
+    contract = load_catalog()["ticket-triage@1"]
+    async with run_simulator(port=0, catalog=contract_catalog) as sim:
+        takes = sim_providers(sim.base_url)["faithful-claude"]
+        # The Messages API refuses temperature for this model (so do the adapter's own rules
+        # and the simulator, 400): a passing run also shows the adapter left it out.
+        refuses = takes.model_copy(
+            update={
+                "name": "claude-5",
+                "model": "claude-sonnet-5",
+                "base_url": sim.provider_url("claude-5", "anthropic"),
+            }
+        )
+        run = await Runner(Mode.LIVE, repeats=2).run(
+            [contract], [takes, refuses], pairs=[("faithful-claude", "claude-5")]
+        )
+    by_name = {u.provider.name: u for u in run.units}
+    assert run.passed, [u.failures() for u in run.units]
+    alone, both = by_name["claude-5"].certificate(), by_name["faithful-claude"].certificate()
+    assert alone["omitted_parameters"] == ["temperature"]
+    assert alone["stability_basis"] == "pass^k alone"
+    assert both["omitted_parameters"] == []
+    assert both["stability_basis"] == "temperature 0 and pass^k"
+    assert by_name["faithful-claude"].stability_note() is None
+    assert by_name["claude-5"].stability_note() == (
+        "stability rests on pass^2 alone: claude-sonnet-5 refuses temperature, so the "
+        "contract's temperature 0 was not sent"
+    )
+
+    paths = write_reports(run, tmp_path / "out")
+    units = {u["provider"]: u for u in json.loads(paths["json"].read_text())["units"]}
+    assert units["claude-5"]["stability_basis"] == "pass^k alone"
+    assert units["faithful-claude"]["omitted_parameters"] == []
+    assert paths["html"].read_text().count("rests on pass^2 alone") == 1
+
+    registry = CertificationRegistry(tmp_path / "certs.json")
+    registry.record([u.certificate() for u in run.units])
+    verdict = registry.can_failover(contract, takes, refuses)
+    assert verdict.allowed, verdict
+    assert verdict.detail.endswith(
+        "; the stability of claude-5 rests on pass^k alone (the model refuses temperature, "
+        "so the contract's was not sent)"
+    )
+
+
+async def test_two_runs_send_different_downstream_keys(tmp_path: Path) -> None:
+    contract = load_catalog()["ticket-triage@1"]
+    async with run_simulator(port=0) as sim:
+        provider = sim_providers(sim.base_url)["faithful"]
+        for _ in range(2):
+            runner = Runner(Mode.LIVE, repeats=2)
+            async with runner.client_for([provider]) as client:
+                await runner.run_case(client, contract, contract.cases[0], provider)
+        keys = [c["idempotency_key"] for c in sim.calls("faithful")]
+    assert len(keys) == len(set(keys)) == 4
+    assert all(k.startswith("certify/cert-") for k in keys)
+    assert keys[0].endswith(f"/ticket-triage@1/{contract.cases[0].id}/1")
 
 
 async def test_replay_passes_offline_and_never_certifies(

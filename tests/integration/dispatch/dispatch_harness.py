@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import socket
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,8 @@ def certify(path: Path, providers: Sequence[ProviderConfig], contracts: Sequence
                 "cases": 1,
                 "pass_rates": {},
                 "failures": [],
+                # Stand-in agreement evidence: every case agrees (on nothing).
+                "evidence": {case.id: {"agree": {}} for case in catalog[name].cases},
             }
             for name in (contracts or sorted(catalog))
             for cfg in providers
@@ -251,3 +254,23 @@ def write_config(path: Path, settings: Settings, **drop: bool) -> Path:
     _toml_table("", data, lines)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def free_port() -> int:
+    """Return a loopback port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def eventually(probe: Any, timeout: float, what: str) -> Any:
+    """Await ``probe()`` until it returns something truthy, at most ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)

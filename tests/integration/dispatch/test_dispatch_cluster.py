@@ -7,7 +7,6 @@ import collections
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +14,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dispatch_harness import CONTRACT, SimControl, case_input, certify, sim_settings, write_config
+from dispatch_harness import (
+    CONTRACT,
+    SimControl,
+    case_input,
+    certify,
+    free_port,
+    sim_settings,
+    write_config,
+)
 
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.store import open_store
@@ -28,13 +35,6 @@ CLIENT_CONCURRENCY = 20  # requests in flight at once
 READY_TIMEOUT = 30.0  # seconds for a served gateway to answer /healthz
 EXIT_TIMEOUT = 20.0  # seconds
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -5,16 +5,22 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from dispatch_harness import CONTRACT, SimControl, case_input, sim_settings, write_config
+from dispatch_harness import (
+    CONTRACT,
+    SimControl,
+    case_input,
+    eventually,
+    free_port,
+    sim_settings,
+    write_config,
+)
 
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
@@ -70,25 +76,6 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         yield w
     finally:
         w.cleanup()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-async def eventually(probe: Any, timeout: float, what: str) -> Any:
-    """Await ``probe()`` until it returns something truthy, at most ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_never_rerun(

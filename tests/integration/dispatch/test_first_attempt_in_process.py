@@ -9,9 +9,9 @@ one job per key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +25,8 @@ from dispatch_harness import (
     Api,
     SimControl,
     case_input,
+    eventually,
+    free_port,
     run_gateway,
     sim_settings,
     write_config,
@@ -39,13 +41,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 EXIT_TIMEOUT = 15.0  # seconds
 READY_TIMEOUT = 60.0  # seconds
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Processes:
@@ -64,6 +59,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
                 env={**os.environ, "ONEJOB_LOG_LEVEL": "INFO"},
+                start_new_session=True,  # its own group: cleanup kills --workers children too
             )
         self.procs.append(proc)
         return proc
@@ -92,9 +88,9 @@ class Processes:
 
     def cleanup(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(EXIT_TIMEOUT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(EXIT_TIMEOUT)
 
 
 @pytest.fixture
@@ -104,18 +100,6 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
         yield p
     finally:
         p.cleanup()
-
-
-async def eventually(probe: Any, timeout: float, what: str) -> Any:
-    """Await ``probe()`` until it returns something truthy, at most ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def headers(key: str, idem: str, wait: int | None = None) -> dict[str, str]:

@@ -53,6 +53,8 @@ def certificate(
         "cases": 17,
         "pass_rates": {"schema": 1.0, "semantics": 1.0},
         "failures": [],
+        # Stand-in agreement evidence (every case agrees on nothing): failover needs some.
+        "evidence": {case.id: {"agree": {}} for case in contract.cases},
         **extra,
     }
 

@@ -69,7 +69,7 @@ def test_provider_request_carries_schema_and_generation_settings() -> None:
     )
     assert req.schema_name == "invoice_extraction_v1"
     assert req.output_schema is contract.output_schema
-    assert (req.temperature, req.max_output_tokens) == (0.0, 2000)
+    assert (req.temperature, req.max_output_tokens) == (0.0, 4096)
     assert req.idempotency_key == "job_1/1"
     assert (
         contract.provider_request(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from contracts.checks import (
     check_agreement,
     check_render,
     check_stability,
+    expected_answer_tokens,
     system_placement_errors,
 )
-from contracts.model import Case
+from contracts.model import Case, Contract
 from providers.config import ProviderConfig
 from providers.factory import build_provider
 from providers.tokenizers import EstimateTokenizer, HFTokenizer
@@ -38,9 +40,11 @@ def config(protocol: str = "openai", **over: Any) -> ProviderConfig:
     )
 
 
-def wire(cfg: ProviderConfig, case: Case) -> tuple[dict[str, Any], Any]:
+def wire(
+    cfg: ProviderConfig, case: Case, contract: Contract = TRIAGE
+) -> tuple[dict[str, Any], Any]:
     adapter: Any = build_provider(cfg, httpx.AsyncClient())
-    req = TRIAGE.provider_request(case.input, model="m", timeout=1.0, idempotency_key=None)
+    req = contract.provider_request(case.input, model="m", timeout=1.0, idempotency_key=None)
     return adapter.build(req)[2], req
 
 
@@ -88,6 +92,29 @@ def test_prompt_over_the_context_window_fails_render_with_the_numbers() -> None:
     assert "estimated high" in check.reason
     roomy = config(context_window=16_384)
     assert check_render(TRIAGE, case, roomy, EstimateTokenizer(), None, None).passed
+
+
+def test_an_expected_answer_over_max_output_tokens_fails_render() -> None:
+    invoice = CATALOG["invoice-extraction@1"]
+    case = invoice.case("wholesale-many-lines")
+    cfg = config(context_window=128_000)
+    body, req = wire(cfg, case, contract=invoice)
+    assert check_render(invoice, case, cfg, EstimateTokenizer(), body, req).passed
+    tight = dataclasses.replace(req, max_output_tokens=2000)  # the catalog's old limit
+    check = check_render(invoice, case, cfg, EstimateTokenizer(), body, tight)
+    assert not check.passed
+    assert "the expected answer is 2544 tokens (estimated high), over max_output_tokens 2000" in (
+        check.reason
+    )
+    assert check.detail["answer_tokens"] == 2544
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_every_catalog_answer_fits_its_output_budget_even_estimated_high(name: str) -> None:
+    contract = CATALOG[name]
+    for case in contract.cases:
+        tokens = expected_answer_tokens(contract, case, EstimateTokenizer())
+        assert tokens is not None and tokens <= contract.max_output_tokens, case.id
 
 
 def tiny_tokenizer(tmp_path: Path) -> Path:

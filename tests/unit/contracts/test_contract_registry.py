@@ -25,6 +25,21 @@ def versions(protocol: str) -> str:
     return f"{protocol}/1"
 
 
+def evidence(**changed: dict[str, Any]) -> dict[str, Any]:
+    """Return evidence for every case: the expected values, with some cases changed."""
+    out = {}
+    for case in CONTRACT.cases:
+        agree = {f: case.expect.get(f, "x") for f in CONTRACT.must_agree}
+        agree = {k: (v[0] if isinstance(v, list) else v) for k, v in agree.items()}
+        out[case.id] = {
+            "agree": {**agree, **changed.get(case.id, {})},
+            "answers": ["0" * 64],
+            "provider_ids": [f"req-{case.id}"],
+            "models": ["m"],
+        }
+    return out
+
+
 def cert(provider: ProviderConfig, **over: Any) -> dict[str, Any]:
     base = {
         "contract": CONTRACT.name,
@@ -39,6 +54,8 @@ def cert(provider: ProviderConfig, **over: Any) -> dict[str, Any]:
         "expires_at": "2026-03-20T00:00:00Z",
         "pass_rates": {},
         "failures": [],
+        "run_id": f"cert-run-of-{provider.name}",
+        "evidence": evidence(),
     }
     return {**base, **over}
 
@@ -52,6 +69,16 @@ def test_both_valid_certificates_allow_the_failover(registry: CertificationRegis
     registry.record([cert(P), cert(F)])
     verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
     assert (verdict.allowed, verdict.reason) == (True, "certified")
+
+
+def test_an_allowed_failover_says_whose_stability_rests_on_pass_k_alone(
+    registry: CertificationRegistry,
+) -> None:
+    registry.record([cert(P), cert(F, omitted_parameters=["temperature"])])
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert verdict.allowed
+    assert "; the stability of f rests on pass^k alone" in verdict.detail
+    assert "stability of p" not in verdict.detail
 
 
 def test_missing_file_is_an_empty_registry_that_refuses(registry: CertificationRegistry) -> None:
@@ -114,12 +141,67 @@ def test_a_newer_failing_certificate_overrides_an_older_pass(
     assert registry.can_failover(CONTRACT, P, F, now=NOW).reason == "failed"
 
 
-def test_disagreeing_with_the_primary_refuses(registry: CertificationRegistry) -> None:
-    agreement = {"p": {"rate": 0.5, "failures": [{"case": "c1", "reason": "disagree on category"}]}}
-    registry.record([cert(P), cert(F, agreement=agreement)])
+def test_disagreeing_with_the_primary_refuses_naming_the_case(
+    registry: CertificationRegistry,
+) -> None:
+    case = CONTRACT.cases[3].id
+    registry.record([cert(P), cert(F, evidence=evidence(**{case: {"category": "other"}}))])
     verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
     assert (verdict.allowed, verdict.reason) == (False, "disagrees with primary")
-    assert "c1" in verdict.detail
+    assert f"in 1 of {len(CONTRACT.cases)} case(s) (case {case}: disagree on category" in (
+        verdict.detail
+    )
+
+
+def test_certificates_from_separate_runs_agree_from_their_stored_evidence(
+    registry: CertificationRegistry,
+) -> None:
+    registry.record([cert(P, run_id="cert-a"), cert(F, run_id="cert-b")])
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert (verdict.allowed, verdict.reason) == (True, "certified")
+    assert "(runs cert-a and cert-b)" in verdict.detail
+
+
+@pytest.mark.parametrize("side", ["fallback", "primary"])
+def test_a_certificate_without_evidence_refuses_with_no_agreement_evidence(
+    registry: CertificationRegistry, side: str
+) -> None:
+    old = {"evidence": None, "run_id": None}  # a certificate written before evidence existed
+    registry.record(
+        [
+            cert(P, **(old if side == "primary" else {})),
+            cert(F, **old if side == "fallback" else {}),
+        ]
+    )
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert (verdict.allowed, verdict.reason) == (False, "no agreement evidence with p")
+    who = "f (run unknown)" if side == "fallback" else "p (run unknown)"
+    assert who in verdict.detail
+
+
+def test_evidence_missing_one_case_cannot_be_compared(registry: CertificationRegistry) -> None:
+    partial = evidence()
+    del partial[CONTRACT.cases[-1].id]
+    registry.record([cert(P), cert(F, evidence=partial)])
+    verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
+    assert verdict.reason == "no agreement evidence with p"
+    assert f"(first: {CONTRACT.cases[-1].id})" in verdict.detail
+
+
+def test_a_stored_same_run_agreement_record_does_not_replace_evidence(
+    registry: CertificationRegistry,
+) -> None:
+    agreement = {"p": {"rate": 1.0, "failures": []}}
+    registry.record([cert(P), cert(F, agreement=agreement, evidence={})])
+    assert registry.can_failover(CONTRACT, P, F, now=NOW).reason == "no agreement evidence with p"
+
+
+def test_provider_ids_name_the_run_that_saw_them(registry: CertificationRegistry) -> None:
+    registry.record([cert(P, run_id="cert-a"), cert(F)])
+    ids = registry.provider_ids("p", CONTRACT.name)
+    assert ids[f"req-{CONTRACT.cases[0].id}"] == "cert-a"
+    assert len(ids) == len(CONTRACT.cases)
+    assert registry.provider_ids("p", "other@1") == {}
 
 
 def test_record_replaces_the_entry_with_the_same_key(registry: CertificationRegistry) -> None:
@@ -186,6 +268,12 @@ def test_matrix_has_one_row_per_contract_and_configured_fallback(
         {"agreement": {"p": 1.0}},
         {"verdict": None},
         {"failures": "schema"},
+        {"evidence": ["case"]},
+        {"evidence": {"case": "billing"}},
+        {"run_id": 7},
+        {"omitted_parameters": "temperature"},
+        {"omitted_parameters": [None]},
+        {"stability_basis": ["pass^k alone"]},
     ],
 )
 def test_a_certificate_with_malformed_values_refuses_everything(

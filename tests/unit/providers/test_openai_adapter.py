@@ -146,6 +146,34 @@ async def test_openai_body_without_choices_is_bad_envelope(
     assert caught.value.reason == "bad_envelope"
 
 
+async def test_openai_answer_given_as_tool_calls_says_so_with_the_function_name(
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
+) -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "ticket_triage_v1", "arguments": '{"category": "billing"}'},
+            }
+        ],
+    }
+    body = {"id": "c", "model": "m-1", "choices": [{"index": 0, "message": message}]}
+    with respx.mock() as router:
+        router.post(wire.endpoints["openai"]).respond(json=body)
+        with pytest.raises(BadOutput) as caught:
+            await _call(make_config("openai"), make_request())
+    assert caught.value.reason == "tool_calls"
+    assert "answered with tool_calls (ticket_triage_v1) instead of the JSON answer" in str(
+        caught.value
+    )
+    assert '"name": "ticket_triage_v1"' in (caught.value.body_excerpt or "")
+
+
 async def test_openai_key_never_reaches_logs(
     wire: Any,
     make_config: Callable[..., ProviderConfig],

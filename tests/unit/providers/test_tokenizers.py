@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import base64
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tiktoken.load
 import tokenizers
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
+from providers import tokenizers as tokenizers_module
 from providers.config import ProviderConfig
 from providers.tokenizers import (
     EstimateTokenizer,
@@ -109,9 +112,37 @@ def test_tokenizer_for_uses_the_configured_file(
     )
 
 
+def test_openai_models_count_with_the_bundled_public_encoding_offline(
+    config: Callable[..., ProviderConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_network(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("tiktoken tried to download an encoding")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    tok = tokenizer_for(config(model="gpt-4o"))
+    assert (tok.name, tok.exact) == ("tiktoken:o200k_base", True)
+    assert tok.count("hello world") == 2
+    assert tok.count("<|endoftext|>") > 1  # special-token text stays text
+    assert tokenizer_for(config(model="gpt-4")).name == "tiktoken:cl100k_base"
+
+
+def test_a_bundled_bpe_file_that_is_not_the_pinned_one_is_not_used(
+    tmp_path: Path, config: Callable[..., ProviderConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "o200k_base.tiktoken.gz").write_bytes(gzip.compress(b"aGk= 0\n"))  # "hi", rank 0
+    monkeypatch.setattr(tokenizers_module, "_bundled_data_dir", lambda: data)
+    monkeypatch.setattr(tokenizers_module, "_bundled", {})
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty: nothing cached
+    assert isinstance(tokenizer_for(config(model="gpt-4o")), EstimateTokenizer)
+
+
 def test_tokenizer_for_falls_back_to_the_estimate_without_local_files(
     tmp_path: Path, config: Callable[..., ProviderConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(tokenizers_module, "_bundled_data_dir", lambda: None)
+    monkeypatch.setattr(tokenizers_module, "_bundled", {})
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty: nothing cached
     assert isinstance(tokenizer_for(config()), EstimateTokenizer)
     assert isinstance(tokenizer_for(config(protocol="gemini")), EstimateTokenizer)

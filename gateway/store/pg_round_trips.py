@@ -1,0 +1,125 @@
+"""PostgreSQL: the hot transactions as single statements, sent straight through asyncpg.
+
+Creating a job (job, first attempt, its events) is one statement with data-modifying
+CTEs, run on its own (no BEGIN, no COMMIT): one round trip instead of five. The winning
+compare-and-swap (job, attempt, event, ``pg_notify``) is one statement inside the
+transaction that also reads the job's attempts. SQLite has no data-modifying CTEs and no
+network round trips; it keeps the statements in ``statements``.
+
+The SQL is plain text with ``$n`` parameters, built once from the table definitions, and
+asyncpg prepares and caches it per connection. JSON parameters are passed as text, as the
+codecs SQLAlchemy installs on each asyncpg connection expect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import types
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
+from gateway.store.tables import attempts, jobs
+
+JOB_COLUMNS = [c.name for c in jobs.c]
+ATTEMPT_COLUMNS = [c.name for c in attempts.c]
+
+
+def _select(alias: str, prefix: str, columns: Sequence[str]) -> str:
+    return ", ".join(f"{alias}.{c} AS {prefix}{c}" for c in columns)
+
+
+def _create(notify_attempt: bool) -> str:
+    notify = f", pg_notify('{ATTEMPTS_CHANNEL}', '') AS notified" if notify_attempt else ""
+    return f"""
+WITH job AS (
+  INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
+                    requested_provider, input, status, version, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10)
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING *
+), attempt AS (
+  INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,
+                        lease_owner, lease_expires_at, deadline_at, downstream_key,
+                        created_at, started_at)
+  SELECT $11, job.id, 1, job.provider, 'initial', $12, $13, $14, $15, $16,
+         job.id || '/1', $10, $17
+  FROM job
+  RETURNING *
+), events AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
+  FROM attempt, unnest($18::varchar[], $19::varchar[], $20::jsonb[]) AS e(attempt_id, kind, detail)
+)
+SELECT {_select("job", "j_", JOB_COLUMNS)}, {_select("attempt", "a_", ATTEMPT_COLUMNS)}{notify}
+FROM job, attempt"""
+
+
+#: Creation, with and without waking runners elsewhere (an unclaimed attempt needs one).
+CREATE = {True: _create(notify_attempt=True), False: _create(notify_attempt=False)}
+
+#: R5's compare-and-swap for a running attempt, the attempt's move and its event, with
+#: the job's ``pg_notify``. No row: the CAS found nothing to swap (lost, or stale).
+#: A job row without an attempt row: the attempt moved between (the caller rolls back).
+FINALIZE = f"""
+WITH cas AS (
+  UPDATE jobs SET status = 'succeeded', result = $2::jsonb, error = NULL,
+                  completed_by = $1, version = version + 1, updated_at = $3
+  WHERE id = (SELECT job_id FROM attempts WHERE id = $1 AND state = 'running')
+    AND version = (SELECT read_version FROM attempts WHERE id = $1 AND state = 'running')
+    AND completed_by IS NULL
+  RETURNING *
+), att AS (
+  UPDATE attempts SET state = 'succeeded', finished_at = $3, provider_request_id = $4
+  WHERE id = $1 AND state = 'running' AND EXISTS (SELECT 1 FROM cas)
+  RETURNING *
+), event AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT att.job_id, att.id, 'attempt_succeeded',
+         jsonb_build_object('version', cas.version, 'provider', att.provider), $3
+  FROM cas, att
+)
+SELECT {_select("cas", "j_", JOB_COLUMNS)}, {_select("att", "a_", ATTEMPT_COLUMNS)},
+       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified
+FROM cas LEFT JOIN att ON true"""
+
+
+def as_row(record: Any, prefix: str, columns: Sequence[str]) -> types.SimpleNamespace | None:
+    """Read the ``prefix``ed columns of an asyncpg record as a row (None when all NULL)."""
+    values = {c: record[f"{prefix}{c}"] for c in columns}
+    if values["id"] is None:
+        return None
+    return types.SimpleNamespace(**values)
+
+
+def as_json(value: Any) -> str:
+    """Encode a JSON parameter as text, as the jsonb codec on the connection expects."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+@contextlib.asynccontextmanager
+async def raw(conn: AsyncConnection, sql: str) -> AsyncIterator[Any]:
+    """Yield the asyncpg connection under ``conn``; raise its errors as SQLAlchemy's do.
+
+    So a lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
+    drops it), and every caller above handles one kind of database error.
+    """
+    fairy = await conn.get_raw_connection()
+    driver = fairy.driver_connection
+    try:
+        yield driver
+    except Exception as exc:
+        import asyncpg
+
+        if not isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+            raise
+        lost = isinstance(
+            exc, OSError | asyncpg.InterfaceError | asyncpg.PostgresConnectionError
+        ) or (driver is not None and driver.is_closed())
+        if lost:
+            await conn.invalidate(exc)
+        raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
