@@ -15,6 +15,7 @@ from providers.simulator.app import SimulatorApp
 from providers.simulator.server import run_simulator
 
 TLS = ssl.create_default_context()
+LATE = 3.0  # seconds the provider takes, well past the client's 0.2 s
 USER = 'Do it.\n<input contract="echo@1">\n{"n": 5}\n</input>'
 
 
@@ -93,15 +94,18 @@ async def test_a_completion_finished_after_the_client_gave_up_is_still_stored() 
         run_simulator(port=0, catalog={"echo@1": Echo()}) as sim,
         httpx.AsyncClient(base_url=sim.base_url) as real,
     ):
-        await real.post(
-            "/_sim/script",
-            json={"provider": "a", "behaviours": [{"kind": "delay", "seconds": 0.5}]},
-        )
+        delay = {"kind": "delay", "seconds": LATE}
+        await real.post("/_sim/script", json={"provider": "a", "behaviours": [delay]})
         with pytest.raises(httpx.ReadTimeout):
-            await real.post("/p/a/v1/chat/completions", json=body("late/1"), timeout=0.1)
-        assert (await listing(real, "late/1"))["data"] == []  # not finished yet
-        await asyncio.sleep(0.6)
-        assert len((await listing(real, "late/1"))["data"]) == 1
+            await real.post("/p/a/v1/chat/completions", json=body("late/1"), timeout=0.2)
+        assert (await listing(real, "late/1"))["data"] == []  # the provider is still at it
+        for _ in range(int(LATE * 20) + 100):  # then it finishes, with nobody listening
+            if (await listing(real, "late/1"))["data"]:
+                break
+            await asyncio.sleep(0.05)
+        [stored] = (await listing(real, "late/1"))["data"]
+        [call] = (await real.get("/_sim/calls")).json()["calls"]
+        assert call["stored_id"] == stored["id"]
 
 
 async def test_a_request_dropped_unprocessed_breaks_the_connection_and_stores_nothing() -> None:
