@@ -34,6 +34,7 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
 #: process does not pay for importing the contract suite and the scenario runner.
 PLUGINS: dict[str, str] = {
     "worker": "gateway.worker_cli",
+    "reconcile": "gateway.reconcile_cli",
     "sim": "providers.sim_cli",
     "certify": "contracts.cli",
     "can-i-failover": "contracts.cli",

@@ -24,10 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from contracts.model import Contract
-from gateway.dispatch.calling import call_provider
+from gateway.dispatch.calling import call_provider, output_violations
 from gateway.dispatch.routing import Certifications, Routes, Verdict
 from gateway.domain.clock import Clock, SystemClock
-from gateway.domain.jsontext import find_unstorable
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
     AddAttemptOutcome,
@@ -348,10 +347,7 @@ class Dispatcher:
         definite = outcome.definite
 
         if result is not None:
-            unstorable = find_unstorable(result.output)
-            violations = (
-                [f"output {unstorable}"] if unstorable else contract.validate_output(result.output)
-            )
+            violations = output_violations(contract, result.output)
             if violations:
                 return await self._fail(
                     job,

@@ -25,6 +25,26 @@ ATTEMPT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 
 OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 #: The most unknown attempts counted at one refresh; the gauge saturates beyond it.
 UNKNOWN_SCAN_LIMIT = 10_000
+#: Age labels of unknown attempts (seconds since the attempt was created), ascending.
+UNKNOWN_AGE_BOUNDS = ((60.0, "lt_1m"), (600.0, "lt_10m"), (3600.0, "lt_1h"), (86400.0, "lt_1d"))
+UNKNOWN_AGE_OLDER = "ge_1d"
+
+
+class ReconcileOutcome(enum.StrEnum):
+    """What one reconciler check of an ``unknown`` attempt came to."""
+
+    #: Found a stored answer that kept the contract; it won the compare-and-swap.
+    SUCCEEDED = "succeeded"
+    #: Found a valid answer, but the job had been decided: the attempt is ``lost``.
+    LOST = "lost"
+    #: Found an answer that breaks the contract: the attempt failed (definite).
+    CONTRACT_VIOLATION = "contract_violation"
+    #: The provider holds nothing under the key: the attempt stays ``unknown``.
+    NOT_FOUND = "not_found"
+    #: The provider could not be asked: the attempt stays ``unknown``.
+    LOOKUP_FAILED = "lookup_failed"
+    #: Someone else (an operator, another reconciler) resolved it first.
+    ALREADY_RESOLVED = "already_resolved"
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -70,6 +90,18 @@ class Metrics:
         )
         self.attempts_unknown = Gauge(
             "onejob_attempts_unknown", "Attempts awaiting out-of-band resolution.", registry=r
+        )
+        self.attempts_unknown_by_age = Gauge(
+            "onejob_attempts_unknown_by_age",
+            "Unknown attempts by provider and age since creation (lt_1m ... ge_1d).",
+            ["provider", "age"],
+            registry=r,
+        )
+        self.reconciled = Counter(
+            "onejob_reconciled_attempts",
+            "Unknown attempts the reconciler checked, by provider and outcome.",
+            ["provider", "outcome"],
+            registry=r,
         )
         self.attempts_in_flight = Gauge(
             "onejob_attempts_in_flight", "Attempts this process is running now.", registry=r
@@ -132,8 +164,18 @@ class Metrics:
         if wall_s is not None and provider_s is not None:
             self.overhead_seconds.observe(max(wall_s - provider_s, 0.0))
 
+    def attempt_reconciled(self, provider: str, outcome: ReconcileOutcome) -> None:
+        """Count one reconciler check of an unknown attempt."""
+        self.reconciled.labels(provider=provider, outcome=outcome.value).inc()
+
     async def refresh(self, store: JobStore) -> None:
-        """Set the unknown-attempts gauge from the database (all processes' attempts)."""
+        """Set the unknown-attempts gauges from the database (all processes' attempts)."""
+        by_age = getattr(store, "unknown_by_provider_and_age", None)
+        if by_age is not None:
+            counts = await by_age(UNKNOWN_AGE_BOUNDS, UNKNOWN_AGE_OLDER)
+            self.attempts_unknown_by_age.clear()  # a bucket that emptied must not stay stale
+            for (provider, age), n in counts.items():
+                self.attempts_unknown_by_age.labels(provider=provider, age=age).set(n)
         count = getattr(store, "count_attempts", None)  # a COUNT(*) where the store offers one
         if count is not None:
             self.attempts_unknown.set(int(await count(AttemptState.UNKNOWN)))

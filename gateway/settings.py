@@ -45,6 +45,21 @@ class DispatcherConfig(BaseModel):
     shutdown_grace: float = Field(default=10.0, ge=0)  # seconds
 
 
+class ReconcilerConfig(BaseModel):
+    """How ``unknown`` attempts of providers with ``reconcile = true`` are looked up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Run the periodic pass in ``serve``/``worker`` (it runs only if a provider reconciles).
+    enabled: bool = True
+    interval: float = Field(default=30.0, gt=0)  # seconds between passes
+    #: Seconds after an attempt's deadline before it is first asked about: a provider may
+    #: still be working on a request the client gave up on, and storing may lag.
+    grace: float = Field(default=60.0, ge=0)
+    lookup_timeout: float = Field(default=10.0, gt=0)  # seconds, one lookup request
+    batch: int = Field(default=200, ge=1, le=1000)  # unknown attempts read per pass
+
+
 class SimulatorConfig(BaseModel):
     """The bundled simulator that ``onejob serve`` starts when asked to (the default)."""
 
@@ -73,6 +88,7 @@ class Settings(BaseModel):
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     dispatcher: DispatcherConfig = DispatcherConfig()
+    reconciler: ReconcilerConfig = ReconcilerConfig()
     simulator: SimulatorConfig = SimulatorConfig()
 
     @model_validator(mode="before")
@@ -94,6 +110,10 @@ class Settings(BaseModel):
                 if name not in self.providers:
                     raise ValueError(f"route {contract!r} names unknown provider {name!r}")
         return self
+
+    def reconcilable_providers(self) -> list[str]:
+        """Return the providers configured with ``reconcile = true``, by name."""
+        return sorted(name for name, cfg in self.providers.items() if cfg.reconcile)
 
     def route_for(self, contract: str) -> RouteConfig | None:
         """Return the route of ``contract`` (or the ``*`` route)."""

@@ -13,6 +13,9 @@ from providers.plugin import Capabilities
 #: The protocols a provider may name: each is a plug-in (``providers.plugin.PLUGIN_MODULES``).
 Protocol = str
 
+#: Protocols whose API can later be asked whether it did an attempt's work.
+RECONCILABLE_PROTOCOLS = frozenset({"openai"})
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Stands in for an ``api_key_env`` that is not a variable name (likely the key itself).
 _NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
@@ -52,6 +55,10 @@ class ProviderConfig(BaseModel):
     tokenizer_path: str | None = None
     #: ``json_schema`` or ``json_object`` (openai-compatible servers differ).
     response_format: Literal["json_schema", "json_object"] = "json_schema"
+    #: Send each attempt's downstream key where the provider can later be asked whether it
+    #: did that attempt's work (OpenAI: ``store: true`` and ``metadata``; the completions
+    #: are then kept by the provider). Only the ``openai`` protocol offers such a lookup.
+    reconcile: bool = False
     #: Overrides of the protocol's per-model capability defaults (``temperature``).
     capabilities_override: CapabilityOverrides = Field(
         default_factory=CapabilityOverrides, alias="capabilities"
@@ -103,6 +110,15 @@ class ProviderConfig(BaseModel):
                 "the environment, never in the config file"
             )
         return value
+
+    @model_validator(mode="after")
+    def _reconcile_needs_a_lookup(self) -> ProviderConfig:
+        if self.reconcile and self.protocol not in RECONCILABLE_PROTOCOLS:
+            raise ValueError(
+                f"reconcile = true needs a provider that can be asked about past requests; "
+                f"the {self.protocol} protocol offers no such lookup (see docs/providers.md)"
+            )
+        return self
 
     def api_key(self) -> str | None:
         """Read the API key from the environment at call time."""

@@ -9,6 +9,7 @@ from scenarios import (  # noqa: F401 - imported for their @scenario registratio
     double_click,
     fallback_button,
     load_balancer_retry,
+    reconciler_unknown,
     reverse_order_finish,
     timeout_unknown,
     uncertified_fallback,
@@ -26,4 +27,5 @@ ORDER = (
     "cross-instance-double-click",
     "cancel-vs-finish",
     "load-balancer-retry",
+    "unknown-resolved-by-reconciler",
 )

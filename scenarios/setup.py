@@ -74,6 +74,9 @@ class GatewayConfig:
     lease_ttl: float = 15.0  # seconds
     poll_interval: float = 0.2  # seconds
     reap_interval: float = 0.5  # seconds
+    openai_reconcile: bool = False  #: sim-openai stores completions; the reconciler asks
+    reconcile_interval: float = 0.5  # seconds between reconciler passes
+    reconcile_grace: float = 0.5  # seconds past a deadline before the reconciler asks
 
     def toml(self) -> str:
         """Render the config as TOML (``gateway.settings.Settings`` shape)."""
@@ -89,6 +92,7 @@ class GatewayConfig:
             f'base_url = "{base}/p/{SIM_OPENAI}/v1"',
             'model = "sim-gpt"',
             f"timeout = {self.openai_timeout}",
+            f"reconcile = {json.dumps(self.openai_reconcile)}",
             "",
             f"[providers.{SIM_ANTHROPIC}]",
             'protocol = "anthropic"',
@@ -111,6 +115,10 @@ class GatewayConfig:
             f"poll_interval = {self.poll_interval}",
             f"reap_interval = {self.reap_interval}",
             "shutdown_grace = 1.0",
+            "",
+            "[reconciler]",
+            f"interval = {self.reconcile_interval}",
+            f"grace = {self.reconcile_grace}",
             "",
         ]
         return "\n".join(lines)

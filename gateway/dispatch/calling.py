@@ -1,4 +1,5 @@
-"""One provider call under a deadline, classified: an answer, a definite failure, or unknown."""
+"""One provider call under a deadline, classified: an answer, a definite failure, or unknown;
+and the contract check every answer passes before it may decide a job."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import logging
 import time
 from typing import Any
 
+from contracts.model import Contract
+from gateway.domain.jsontext import find_unstorable
 from providers.base import (
     DefiniteFailure,
     OutcomeUnknown,
@@ -65,3 +68,9 @@ async def call_provider(
             "message": f"{type(exc).__name__}: {exc}",
         }
     return CallOutcome(None, error, definite, time.perf_counter() - began)
+
+
+def output_violations(contract: Contract, output: Any) -> list[str]:
+    """Say how an answer breaks the contract (or cannot be stored); empty when it keeps it."""
+    unstorable = find_unstorable(output)
+    return [f"output {unstorable}"] if unstorable else contract.validate_output(output)

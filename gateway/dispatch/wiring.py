@@ -3,6 +3,9 @@
 ``DispatcherService`` owns what the dispatcher needs beyond the store: one pooled
 ``httpx.AsyncClient`` shared by every provider adapter. ``dispatcher_factory`` plugs it into
 ``create_app(..., background=[...])``; ``onejob worker`` uses ``DispatcherService`` directly.
+Beside the dispatcher it runs the reconciler's periodic pass, on the same adapters, when a
+provider is configured with ``reconcile = true`` (``build_reconciler``; ``onejob reconcile``
+builds one for a single pass).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from typing import TYPE_CHECKING
 import httpx
 
 from contracts.model import Contract
+from gateway.dispatch.routing import Routes
 from gateway.dispatcher import Certifications, Dispatcher
 from gateway.domain.clock import Clock
 from gateway.domain.ports import JobStore
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
+from gateway.reconciler import Reconciler
 from gateway.settings import Settings
 from providers.factory import build_provider
 
@@ -62,6 +67,7 @@ class DispatcherService:
         self._service = service
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
+        self.reconciler: Reconciler | None = None
 
     async def start(self) -> None:
         """Open the client, build one adapter per configured provider, start the runners."""
@@ -94,18 +100,56 @@ class DispatcherService:
         await self.dispatcher.start()
         if self._service is not None:
             self._service.use_local_runner(self.dispatcher)
+        if self.settings.reconciler.enabled:
+            reconciler = build_reconciler(
+                self.settings,
+                store=self._store,
+                providers=providers,
+                catalog=self._catalog,
+                certifications=self._certifications,
+                metrics=self._metrics,
+                clock=self._clock,
+            )
+            if reconciler.active:  # off when no provider reconciles
+                self.reconciler = reconciler
+                await reconciler.start()
 
     async def stop(self) -> None:
         """Stop the runners gracefully, then close the client."""
         if self._service is not None:
             self._service.use_local_runner(None)
         try:
+            if self.reconciler is not None:
+                await self.reconciler.stop()
+                self.reconciler = None
             if self.dispatcher is not None:
                 await self.dispatcher.stop()
         finally:
             if self._client is not None:
                 await self._client.aclose()
                 self._client = None
+
+
+def build_reconciler(
+    settings: Settings,
+    *,
+    store: JobStore,
+    providers: Mapping[str, object],
+    catalog: Mapping[str, Contract],
+    certifications: Certifications,
+    metrics: Metrics,
+    clock: Clock | None = None,
+) -> Reconciler:
+    """Build a reconciler over the adapters; it fails over through the same ``Routes``."""
+    return Reconciler(
+        store=store,
+        providers=providers,
+        catalog=catalog,
+        routes=Routes(settings, catalog, settings.providers, certifications),
+        settings=settings,
+        metrics=metrics,
+        clock=clock,
+    )
 
 
 def dispatcher_factory(

@@ -113,12 +113,19 @@ class JobStore(Protocol):
         result: Any = None,
         note: str = "",
         next_provider: str | None = None,
+        evidence: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
     ) -> TransitionResult:
         """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5).
 
         With ``failed`` and a ``next_provider``, the failover attempt is added in the same
-        transaction.
+        transaction. ``evidence`` (what a reconciler found) is audited and kept on the
+        attempt; ``error`` is the failed attempt's error.
         """
+        ...
+
+    async def record_finding(self, attempt_id: str, finding: dict[str, Any]) -> bool:
+        """Keep what the reconciler found on a still ``unknown`` attempt; False if it moved."""
         ...
 
     async def reap_expired_leases(self) -> list[AttemptRecord]:

@@ -33,6 +33,8 @@ class AttemptRecord:
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    #: What the reconciler last found asking the provider (None: never asked).
+    reconciler: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -43,7 +43,19 @@ def admin_attempt_view(attempt: AttemptRecord, job: JobRecord | None = None) -> 
         "lease_owner": attempt.lease_owner,
         "deadline_at": timestamp(attempt.deadline_at),
         "created_at": timestamp(attempt.created_at),
+        "reconciler": reconciler_view(attempt.reconciler),
     }
+
+
+#: What the admin list shows of the reconciler's last finding (the audit event has it all).
+RECONCILER_FIELDS = ("last_checked_at", "finding", "completion_id", "message")
+
+
+def reconciler_view(finding: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Describe what the reconciler last found (None: it never asked)."""
+    if finding is None:
+        return None
+    return {k: finding[k] for k in RECONCILER_FIELDS if finding.get(k) is not None}
 
 
 def job_view(job: JobRecord) -> dict[str, Any]:

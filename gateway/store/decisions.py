@@ -253,11 +253,15 @@ class Decisions(StoreBase):
         result: Any = None,
         note: str = "",
         next_provider: str | None = None,
+        evidence: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
     ) -> TransitionResult:
         """Resolve an ``unknown`` attempt out of band (``succeeded`` goes through R5).
 
         ``next_provider`` (with outcome ``failed``) adds the failover attempt in the same
-        transaction, so resolving unblocks the job and the next try at once.
+        transaction, so resolving unblocks the job and the next try at once. ``evidence``
+        (the reconciler's finding) goes into the audit event and the attempt's
+        ``reconciler`` column; ``error`` replaces the default error of a failed attempt.
         """
         if outcome not in (A.FAILED, A.CANCELLED, A.SUCCEEDED):
             raise ValueError(f"cannot resolve to {outcome.value}")
@@ -271,7 +275,14 @@ class Decisions(StoreBase):
                 return await self._conflict(
                     conn, job_id, attempt_id, f"attempt is {current.state}, not unknown"
                 )
-            detail = {"outcome": outcome.value, "note": note}
+            detail: dict[str, Any] = {"outcome": outcome.value, "note": note}
+            if evidence is not None:
+                detail["evidence"] = evidence
+                await conn.execute(
+                    attempts.update()
+                    .where(attempts.c.id == attempt_id)
+                    .values(reconciler=scrub(evidence))
+                )
             if outcome is A.SUCCEEDED:
                 if await self._cas(conn, job_id, current.read_version, attempt_id, result) is None:
                     await self._lose(conn, job_id, attempt_id, [A.UNKNOWN])
@@ -288,7 +299,12 @@ class Decisions(StoreBase):
                     conn, job_id, "attempt_resolved", {**detail, "won": True}, attempt_id
                 )
                 return await self._done(conn, job_id, row)
-            error = {"reason": f"resolved_{outcome.value}", "note": note, "previous": current.error}
+            error = {
+                "reason": f"resolved_{outcome.value}",
+                **(error or {}),
+                "note": note,
+                "previous": current.error,
+            }
             row = await self._move(
                 conn,
                 attempt_id,

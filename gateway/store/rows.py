@@ -48,6 +48,7 @@ def attempt_record(row: Any) -> AttemptRecord:
         created_at=aware_utc(row.created_at),  # type: ignore[arg-type]
         started_at=aware_utc(row.started_at),
         finished_at=aware_utc(row.finished_at),
+        reconciler=row.reconciler,
     )
 
 

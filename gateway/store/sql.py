@@ -2,8 +2,8 @@
 
 Its parts, one module each: ``rows`` (row mapping), ``statements`` (the reused hot
 statements), ``base`` (transaction plumbing), ``creation`` (creation and reads),
-``transitions``, ``decisions`` (the compare-and-swap), ``keys`` (API keys), and
-``retention`` (pruning old jobs)."""
+``transitions``, ``decisions`` (the compare-and-swap), ``keys`` (API keys), ``retention``
+(pruning old jobs), ``reconciling`` (the reconciler's findings)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from gateway.store.creation import CreationAndReads
 from gateway.store.decisions import Decisions
 from gateway.store.engine import make_engine
 from gateway.store.keys import ApiKeys
+from gateway.store.reconciling import ReconcilerFindings
 from gateway.store.retention import Retention
 from gateway.store.transitions import Transitions
 
 log = logging.getLogger("onejob.store")
 
 
-class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention):
+class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, ReconcilerFindings):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""
 
     async def ping(self) -> None:

@@ -65,6 +65,8 @@ attempts = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("started_at", sa.DateTime, nullable=True),
     sa.Column("finished_at", sa.DateTime, nullable=True),
+    #: What the reconciler last found: ``{"last_checked_at", "finding", ...}`` (migration 0002).
+    sa.Column("reconciler", Json, nullable=True),
     sa.UniqueConstraint("job_id", "number"),
     sa.Index("ix_attempts_state_created_at", "state", "created_at"),
     sa.Index("ix_attempts_state_lease_expires_at", "state", "lease_expires_at"),

@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
+import httpx
+
+from providers.base import BadOutput, DefiniteFailure, ProviderRequest, ProviderResult, Refused
+from providers.lookup import LookupFailed, StoredAnswer
 from providers.openai.rules import check_request
 from providers.openai.schema import to_strict_schema
 from providers.transport import (
@@ -30,6 +33,9 @@ ADAPTER_VERSION = "openai/2"
 
 #: ``finish_reason`` values that mean the answer is not the whole answer.
 REFUSING_FINISH = {"length": "length", "content_filter": "content_filter"}
+#: The ``metadata`` key that carries the downstream key when ``reconcile`` is on.
+METADATA_KEY = "onejob_key"
+LOOKUP_MAX_PAGES = 10  # pages of the stored-completions list read for one key
 
 
 class OpenAIAdapter(JsonHttpAdapter):
@@ -66,6 +72,10 @@ class OpenAIAdapter(JsonHttpAdapter):
         }
         if "temperature" not in self.omitted(request):
             body["temperature"] = request.temperature
+        if self.config.reconcile and request.idempotency_key:
+            # Stored completions can be listed by metadata later: the reconciler's question.
+            body["store"] = True
+            body["metadata"] = {METADATA_KEY: request.idempotency_key}
         return f"{self.config.base_url.rstrip('/')}/chat/completions", headers, body
 
     def check(self, body: dict[str, Any]) -> None:
@@ -120,6 +130,80 @@ class OpenAIAdapter(JsonHttpAdapter):
             latency=latency,
             model=data.get("model"),
         )
+
+    async def lookup(self, downstream_key: str, *, timeout: float) -> StoredAnswer | None:
+        """List stored completions by ``metadata[onejob_key]``; None when there is none.
+
+        ``GET {base_url}/chat/completions?metadata[onejob_key]=<key>&order=asc``, following
+        ``after`` (the last id of a page) while ``has_more``.
+        """
+        url = f"{self.config.base_url.rstrip('/')}/chat/completions"
+        params: dict[str, str] = {f"metadata[{METADATA_KEY}]": downstream_key, "order": "asc"}
+        found: list[dict[str, Any]] = []
+        for _ in range(LOOKUP_MAX_PAGES):
+            page = await self._get_list(url, params, timeout)
+            items = [i for i in page.get("data") or [] if isinstance(i, dict)]
+            found += [i for i in items if _carries(i, downstream_key)]
+            if (
+                page.get("has_more") is not True
+                or not items
+                or not isinstance(items[-1].get("id"), str)
+            ):
+                break
+            params["after"] = items[-1]["id"]
+        if not found:
+            return None
+        first = found[0]
+        completion_id = first.get("id")
+        if not isinstance(completion_id, str):
+            raise LookupFailed(f"{self.name} listed a stored completion without an id")
+        created = first.get("created")
+        result: ProviderResult | None = None
+        failure: DefiniteFailure | None = None
+        try:
+            result = self.parse(first, completion_id, 0.0)
+        except DefiniteFailure as exc:
+            failure = exc
+        return StoredAnswer(
+            completion_id=completion_id,
+            created=float(created) if isinstance(created, int | float) else None,
+            matches=len(found),
+            result=result,
+            failure=failure,
+        )
+
+    async def _get_list(self, url: str, params: dict[str, str], timeout: float) -> dict[str, Any]:
+        headers = dict(self.config.extra_headers)
+        if key := self.config.api_key():
+            headers["authorization"] = f"Bearer {key}"
+        where = f"{self.name} (stored completions)"
+        try:
+            response = await self.client.get(
+                url, params=params, headers=headers, timeout=httpx.Timeout(timeout)
+            )
+        except httpx.HTTPError as exc:
+            raise LookupFailed(f"could not ask {where}: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise LookupFailed(
+                f"{where} answered HTTP {response.status_code}",
+                reason=f"lookup_status_{response.status_code}",
+                status_code=response.status_code,
+            )
+        try:
+            data = json.loads(response.content)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise LookupFailed(f"{where} answered with a body that is not JSON") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+            raise LookupFailed(f"{where} answered without a list of completions")
+        return data
+
+
+def _carries(item: dict[str, Any], downstream_key: str) -> bool:
+    """Say whether a listed completion carries the key (trust the filter when it has none)."""
+    metadata = item.get("metadata")
+    if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
+        return True
+    return bool(metadata[METADATA_KEY] == downstream_key)
 
 
 def tool_call_names(tool_calls: Any) -> list[str]:

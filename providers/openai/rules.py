@@ -119,6 +119,9 @@ def check_request(body: dict[str, Any], *, model_rules: bool = True) -> None:
                 field,
                 "integer_below_min_value",
             )
+    if body.get("store") is not None and not isinstance(body["store"], bool):
+        raise _refuse("Invalid type for 'store': expected a boolean.", "store", "invalid_type")
+    _check_metadata(body.get("metadata"))
     if "stream_options" in body and body.get("stream") is not True:
         raise _refuse(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
@@ -126,6 +129,49 @@ def check_request(body: dict[str, Any], *, model_rules: bool = True) -> None:
         )
     _check_response_format(body.get("response_format"), body["messages"], model)
     _check_tools(body.get("tools"), model)
+
+
+#: OpenAI's limits on ``metadata``: pairs, key length, value length (characters).
+METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
+
+
+def _check_metadata(metadata: Any) -> None:
+    """Refuse ``metadata`` as OpenAI does: at most 16 string pairs, keys 64, values 512."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise _refuse(
+            "Invalid type for 'metadata': expected an object.", "metadata", "invalid_type"
+        )
+    if len(metadata) > METADATA_PAIRS:
+        raise _refuse(
+            f"Invalid 'metadata': too many properties. Expected an object with at most "
+            f"{METADATA_PAIRS} properties, but got an object with {len(metadata)} properties "
+            "instead.",
+            "metadata",
+            "object_above_max_properties",
+        )
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise _refuse(
+                f"Invalid 'metadata': key too long. Keys are at most {METADATA_KEY_CHARS} "
+                "characters.",
+                "metadata",
+                "string_above_max_length",
+            )
+        if not isinstance(value, str):
+            raise _refuse(
+                f"Invalid type for 'metadata.{key}': expected a string.",
+                f"metadata.{key}",
+                "invalid_type",
+            )
+        if len(value) > METADATA_VALUE_CHARS:
+            raise _refuse(
+                f"Invalid 'metadata.{key}': string too long. Expected a string with maximum "
+                f"length {METADATA_VALUE_CHARS}.",
+                f"metadata.{key}",
+                "string_above_max_length",
+            )
 
 
 def _check_messages(messages: Any) -> None:

@@ -74,6 +74,8 @@ class OpenAIWire:
             max_tokens=limit,
             stream=body.get("stream") is True,
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            store=body.get("store") is True,
+            metadata=body.get("metadata"),
         )
 
     def success(self, req: WireRequest, reply: Reply, request_id: str, now: float) -> WireResponse:

@@ -8,6 +8,7 @@ Paths: ``/p/{provider}`` in front of the real API path names the simulated provi
 it the provider is ``default``::
 
     POST [/p/{provider}]/v1/chat/completions                  OpenAI (and compatible)
+    GET  [/p/{provider}]/v1/chat/completions?metadata[k]=v    OpenAI stored completions
     POST [/p/{provider}]/v1/messages                          Anthropic
     POST [/p/{provider}]/v1beta/models/{model}:generateContent Gemini (also /v1/models/...)
     POST [/p/{provider}]/v1beta/models/{model}:streamGenerateContent[?alt=sse]
@@ -116,6 +117,9 @@ class SimulatorApp:
         self._clock = clock
         self.script = Script()
         self.calls: list[CallRecord] = []
+        #: Completions sent with ``store: true``, per provider, oldest first: what the
+        #: simulated provider did, whether or not the client was still there to hear it.
+        self.stored: dict[str, list[dict[str, Any]]] = {}
         self._seq = itertools.count(1)  # numbers the calls since the last reset
         self._served = itertools.count(1)  # never reset: keeps request ids unique
         # Request ids are unique across simulator processes too, as a real provider's are:
@@ -141,6 +145,7 @@ class SimulatorApp:
         """Clear scripts, the call log and profile overrides."""
         self.script.clear()
         self.calls.clear()
+        self.stored.clear()
         self._overrides.clear()
         self._replay_cache.clear()
         self._seq = itertools.count(1)
@@ -180,6 +185,9 @@ class SimulatorApp:
         if routed is None:
             wire = claimant(path)
             await _send(send, wire.error(wire.not_found(method, path), request_id))
+            return
+        if method == "GET" and routed[1].protocol == "openai":
+            await _send(send, self._list_stored(routed[0], routed[1], scope))
             return
         if method != "POST":
             wire = routed[1]
@@ -264,6 +272,12 @@ class SimulatorApp:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             record.outcome = "dropped"
             raise DropConnection("stopping while a request hangs")
+        if kind is BehaviourKind.DROP_UNPROCESSED:
+            # Declare a body so the client cannot mistake the close for a complete answer.
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"2")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            record.outcome = "dropped_unprocessed"
+            raise DropConnection("drop_unprocessed")
         if kind is BehaviourKind.DELAY:
             await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
         if kind is BehaviourKind.STATUS:
@@ -285,6 +299,8 @@ class SimulatorApp:
             response = self._answer(
                 record, wire, request, request_id, malformed_output=kind is BehaviourKind.MALFORMED
             )
+            if request.store and response.status == 200 and not response.chunks:
+                self._keep(record, request, response)
         if kind is BehaviourKind.DROP_AFTER_HEADERS:
             await send(
                 {
@@ -353,6 +369,54 @@ class SimulatorApp:
         if self.profile_for(record.provider) is Profile.OTHER_MODEL:
             request = dataclasses.replace(request, model=request.model + OTHER_MODEL_SUFFIX)
         return wire.success(request, reply, request_id, self._clock())
+
+    def _keep(self, record: CallRecord, request: WireRequest, response: WireResponse) -> None:
+        """Store a finished completion for the lookup, before it is sent (or lost)."""
+        completion = json.loads(response.body)
+        completion["metadata"] = dict(request.metadata or {})
+        self.stored.setdefault(record.provider, []).append(completion)
+        record.stored_id = str(completion["id"])
+
+    def _list_stored(self, provider: str, wire: SimWire, scope: Scope) -> WireResponse:
+        """Answer ``GET /v1/chat/completions`` as OpenAI lists stored completions."""
+        pairs = urllib.parse.parse_qsl(scope.get("query_string", b"").decode())
+        wanted: dict[str, str] = {}
+        options: dict[str, str] = {}
+        for name, value in pairs:
+            if m := _METADATA_PARAM.fullmatch(name):
+                wanted[m.group(1)] = value
+            elif name in ("after", "limit", "order", "model"):
+                options[name] = value
+            else:
+                return _refuse(wire, f"Unrecognized request argument supplied: {name}")
+        limit_text = options.get("limit", str(LIST_DEFAULT_LIMIT))
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
+            return _refuse(wire, f"limit must be an integer between 1 and {LIST_MAX_LIMIT}")
+        order = options.get("order", "asc")
+        if order not in ("asc", "desc"):
+            return _refuse(wire, "order must be 'asc' or 'desc'")
+        items = [
+            c
+            for c in self.stored.get(provider, [])
+            if all(c["metadata"].get(k) == v for k, v in wanted.items())
+            and options.get("model") in (None, c.get("model"))
+        ]
+        if order == "desc":
+            items.reverse()
+        if "after" in options:
+            ids = [c["id"] for c in items]
+            items = items[ids.index(options["after"]) + 1 :] if options["after"] in ids else []
+        page = items[: int(limit_text)]
+        return _plain_json(
+            200,
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(items) > len(page),
+            },
+        )
 
     async def _hold_until_hangup(self, receive: Receive) -> bool:
         """Wait until the client hangs up (True), or the server stops or ``MAX_DELAY`` passes."""
@@ -426,6 +490,15 @@ class SimulatorApp:
         merged = {**{k: v.value for k, v in self._configured.items()}}
         merged.update({k: v.value for k, v in self._overrides.items()})
         return {"default": self.default_profile.value, "profiles": merged}
+
+
+_METADATA_PARAM = re.compile(r"metadata\[([^\]]+)\]")
+LIST_DEFAULT_LIMIT = 20  # stored completions per page when the client names no limit
+LIST_MAX_LIMIT = 100  # the most one page may hold
+
+
+def _refuse(wire: SimWire, message: str) -> WireResponse:
+    return wire.error(RequestRefused(message, type="invalid_request_error"), "list")
 
 
 def _contract_name(user: str) -> str | None:

@@ -27,6 +27,9 @@ class BehaviourKind(enum.StrEnum):
     MALFORMED = "malformed"  #: a normal envelope whose model text is broken JSON
     TRUNCATED = "truncated"  #: declare the full Content-Length, send half the body, close
     DROP_AFTER_HEADERS = "drop_after_headers"  #: send the status line and headers, close
+    #: send headers and close *without running the request*: nothing is done or stored
+    #: (a request lost on its way in, e.g. a proxy that died after taking it)
+    DROP_UNPROCESSED = "drop_unprocessed"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +137,8 @@ class CallRecord:
     status: int | None = None  #: the HTTP status sent (None: no complete status was sent)
     outcome: str = "pending"  #: ``answered``, ``error``, ``hung_up``, ``dropped``, ``truncated``
     finished_at: float | None = None  # unix seconds
+    #: the id of the completion kept for a later lookup (OpenAI ``store: true``), if any
+    stored_id: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """Return the JSON form served by ``GET /_sim/calls``."""

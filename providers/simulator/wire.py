@@ -40,6 +40,8 @@ class WireRequest:
     user: str  #: the text of the last user message
     max_tokens: int | None
     tool_name: str | None = None  #: Anthropic: the tool that ``tool_choice`` forces
+    store: bool = False  #: OpenAI: keep the completion for a later lookup (``store: true``)
+    metadata: dict[str, str] | None = None  #: OpenAI: the ``metadata`` pairs sent with it
     stream: bool = False  #: answer as a server-sent event stream
     include_usage: bool = False  #: OpenAI ``stream_options.include_usage``
     sse: bool = True  #: stream as server-sent events (Gemini without ``alt=sse``: a JSON array)

@@ -242,7 +242,8 @@ async def test_missing_system_prompt_is_recorded(client: httpx.AsyncClient) -> N
 
 
 async def test_only_post_reaches_the_simulated_apis(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/v1/chat/completions")).status_code == 405
+    assert (await client.put("/v1/chat/completions", json={})).status_code == 405
+    assert (await client.get("/v1/messages")).status_code == 405
     assert (await client.post("/v9/whatever", json={})).status_code == 404
 
 

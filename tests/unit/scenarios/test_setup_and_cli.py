@@ -40,6 +40,7 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "double-click", "divergent-key", "timeout-unknown", "reverse-order-finish",
         "fallback-button-during-unknown", "worker-crash", "uncertified-fallback",
         "cross-instance-double-click", "cancel-vs-finish", "load-balancer-retry",
+        "unknown-resolved-by-reconciler",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
 
