@@ -15,6 +15,9 @@ from contracts.registry import CertificationRegistry, adapter_version_of
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
 
 STAND_IN_VALIDITY = dt.timedelta(hours=1)
+CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
+#: The contract the scenarios send (hedgeable, so the hedge scenario can use it too).
+SCENARIO_CONTRACT = "ticket-triage@1"
 SIM_PROVIDERS = ((SIM_OPENAI, "openai", "sim-gpt"), (SIM_ANTHROPIC, "anthropic", "sim-claude"))
 STAND_IN_NOTE = (
     "`onejob certify` is not available in this build; the harness wrote stand-in passing "
@@ -32,24 +35,49 @@ def write_stand_in_registry(path: Path) -> Path:
         except Exception:  # a contract being edited right now is simply not certified
             continue
         for provider, protocol, model in SIM_PROVIDERS:
-            entries.append({
-                "contract": contract.name,
-                "contract_fingerprint": contract.fingerprint,
-                "provider": provider,
-                "protocol": protocol,
-                "model": model,
-                "adapter_version": adapter_version_of(protocol),
-                "mode": "live",
-                "verdict": "pass",
-                "certified_at": now.isoformat().replace("+00:00", "Z"),
-                "expires_at": (now + STAND_IN_VALIDITY).isoformat().replace("+00:00", "Z"),
-                "repeats": 0,
-                "cases": 0,
-                "pass_rates": {},
-                "failures": [],
-                # Agreement evidence that compares equal for every case: a stand-in says so.
-                "evidence": {case.id: {"agree": {}} for case in contract.cases},
-                "stand_in": True,
-            })
+            entries.append(
+                {
+                    "contract": contract.name,
+                    "contract_fingerprint": contract.fingerprint,
+                    "provider": provider,
+                    "protocol": protocol,
+                    "model": model,
+                    "adapter_version": adapter_version_of(protocol),
+                    "mode": "live",
+                    "verdict": "pass",
+                    "certified_at": now.isoformat().replace("+00:00", "Z"),
+                    "expires_at": (now + STAND_IN_VALIDITY).isoformat().replace("+00:00", "Z"),
+                    "repeats": 0,
+                    "cases": 0,
+                    "pass_rates": {},
+                    "failures": [],
+                    # Agreement evidence that compares equal for every case: a stand-in says so.
+                    "evidence": {case.id: {"agree": {}} for case in contract.cases},
+                    "stand_in": True,
+                }
+            )
     CertificationRegistry(path).record(entries)
     return path
+
+
+def certify_args(config: Path, registry: Path, report_dir: Path) -> list[str]:
+    """Return the ``onejob certify`` arguments that certify both simulated providers, live."""
+    return [
+        "certify",
+        "--config",
+        str(config),
+        "--mode",
+        "live",
+        "--registry",
+        str(registry),
+        "--report-dir",
+        str(report_dir),
+        "--contract",
+        SCENARIO_CONTRACT,
+        "--provider",
+        SIM_OPENAI,
+        "--provider",
+        SIM_ANTHROPIC,
+        "--repeats",
+        "1",
+    ]

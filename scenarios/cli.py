@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 def list_command(args: argparse.Namespace) -> int:
     """Print every scenario's name and title."""
-    from scenarios.runner import all_scenarios  # heavy: keep `onejob --help` quick
+    from scenarios.registry import all_scenarios  # heavy: keep `onejob --help` quick
 
     for spec in all_scenarios().values():
         pg = "  (PostgreSQL)" if spec.needs_postgres else ""

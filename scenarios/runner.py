@@ -9,57 +9,19 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scenarios.certs import STAND_IN_NOTE, write_stand_in_registry
+from scenarios.certs import CERTIFY_TIMEOUT, STAND_IN_NOTE, certify_args, write_stand_in_registry
 from scenarios.context import ScenarioContext, ScenarioFailure, ScenarioSkipped, log_dir_for
 from scenarios.harness import Harness, HarnessError
 from scenarios.model import DEFAULT_JOBS, DEFAULT_REPORT_DIR, RunReport, ScenarioResult, Verdict
-from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI, GatewayConfig, database_kind
+from scenarios.registry import ScenarioSpec, all_scenarios
+from scenarios.setup import GatewayConfig, database_kind
 
-ScenarioBody = Callable[[ScenarioContext], Awaitable[None]]
-
-SCENARIO_TIMEOUT = 90.0  # seconds one scenario may run before it is an ERROR
 CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
-CERTIFY_TIMEOUT = 120.0  # seconds ``onejob certify`` may take
-#: The contract the scenarios send (hedgeable, so the hedge scenario can use it too).
-SCENARIO_CONTRACT = "ticket-triage@1"
 #: Where a PostgreSQL-only scenario finds its database when the run itself is on SQLite.
 POSTGRES_ENV = ("ONEJOB_SCENARIO_POSTGRES_URL", "ONEJOB_TEST_DATABASE_URL")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ScenarioSpec:
-    """A registered scenario."""
-
-    name: str
-    title: str
-    body: ScenarioBody
-    needs_postgres: bool = False
-    timeout: float = SCENARIO_TIMEOUT  # seconds
-
-
-SCENARIOS: dict[str, ScenarioSpec] = {}
-
-
-def scenario(
-    name: str, title: str, *, needs_postgres: bool = False, timeout: float = SCENARIO_TIMEOUT
-) -> Callable[[ScenarioBody], ScenarioBody]:
-    """Register the decorated coroutine as the scenario ``name``."""
-
-    def register(body: ScenarioBody) -> ScenarioBody:
-        SCENARIOS[name] = ScenarioSpec(name, title, body, needs_postgres, timeout)
-        return body
-
-    return register
-
-
-def all_scenarios() -> dict[str, ScenarioSpec]:
-    """Import every scenario module and return the registry in catalog order."""
-    from scenarios.catalog import ORDER
-
-    return {name: SCENARIOS[name] for name in ORDER}
 
 
 @dataclasses.dataclass(slots=True)
@@ -84,15 +46,6 @@ class RunOptions:
                 self.postgres_url = next(
                     (os.environ[v] for v in POSTGRES_ENV if os.environ.get(v)), None
                 )
-
-
-def certify_args(config: Path, registry: Path, report_dir: Path) -> list[str]:
-    """Return the ``onejob certify`` arguments that certify both simulated providers, live."""
-    return [
-        "certify", "--config", str(config), "--mode", "live", "--registry", str(registry),
-        "--report-dir", str(report_dir), "--contract", SCENARIO_CONTRACT,
-        "--provider", SIM_OPENAI, "--provider", SIM_ANTHROPIC, "--repeats", "1",
-    ]
 
 
 class _Certifier:

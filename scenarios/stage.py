@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,16 @@ async def stage(
     admin_key = rest[0] if rest else ""
     contract = await ctx.contract(gateway, key, hedgeable=hedgeable)
     await warm_simulator(ctx, sim, contract)
-    return Stage(sim, gateway, key, admin_key, contract, database_url, gateway_config,
-                 ctx.harness.work_dir / "gateway.toml")
+    return Stage(
+        sim,
+        gateway,
+        key,
+        admin_key,
+        contract,
+        database_url,
+        gateway_config,
+        ctx.harness.work_dir / "gateway.toml",
+    )
 
 
 async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> None:
@@ -65,8 +72,13 @@ async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> N
 
     loaded = load_contract(CATALOG_ROOT / contract.split("@", 1)[0])
     prompt = loaded.render(ctx.job_body(contract)["input"])
-    body = {"model": "sim-gpt", "messages": [
-        {"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]}
+    body = {
+        "model": "sim-gpt",
+        "messages": [
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": prompt.user},
+        ],
+    }
     url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
     await ctx.request("POST", url, json_body=body, record=False)
     reset = await ctx.request("POST", f"{sim.base_url}/_sim/reset", record=False)
@@ -89,8 +101,14 @@ async def post_job(
     if wait is not None:
         headers["Prefer"] = f"wait={wait}"
     return await ctx.request(
-        "POST", f"{gateway.base_url}/v1/jobs", actor=actor, key=key, json_body=body,
-        headers=headers, record=record, timeout=(wait or 0) + 30.0,
+        "POST",
+        f"{gateway.base_url}/v1/jobs",
+        actor=actor,
+        key=key,
+        json_body=body,
+        headers=headers,
+        record=record,
+        timeout=(wait or 0) + 30.0,
     )
 
 
@@ -107,8 +125,9 @@ async def concurrent_posts(
 
     async def one(i: int) -> httpx.Response:
         await gate.wait()
-        return await post_job(ctx, gateways[i % len(gateways)], key, idempotency_key, body,
-                              actor=f"click#{i + 1}")
+        return await post_job(
+            ctx, gateways[i % len(gateways)], key, idempotency_key, body, actor=f"click#{i + 1}"
+        )
 
     tasks = [asyncio.create_task(one(i)) for i in range(count)]
     await asyncio.sleep(0)  # let every task reach the gate before it opens
@@ -123,12 +142,3 @@ def job_id_of(response: httpx.Response) -> str | None:
     except ValueError:
         return None
     return str(body["id"]) if isinstance(body, dict) and "id" in body else None
-
-
-def run_alone(name: str) -> None:
-    """Run one scenario as ``python -m scenarios.<module>`` and exit with its verdict."""
-    from scenarios.cli import run_and_report
-    from scenarios.runner import RunOptions
-
-    options = RunOptions(database_url=sys.argv[1] if len(sys.argv) > 1 else None)
-    raise SystemExit(asyncio.run(run_and_report([name], options, sys.stdout)))

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from scenarios.catalog import ORDER
+from scenarios.registry import scenario_order
+
+ORDER = scenario_order()
 
 pytestmark = pytest.mark.slow
 

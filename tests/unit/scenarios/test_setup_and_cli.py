@@ -12,7 +12,8 @@ from gateway.settings import Settings
 from scenarios.cli import progress_line, run_and_report, summary_table
 from scenarios.context import ScenarioContext
 from scenarios.model import RunReport, ScenarioResult, Verdict
-from scenarios.runner import RunOptions, ScenarioSpec, all_scenarios, run_scenario
+from scenarios.registry import ScenarioSpec, all_scenarios
+from scenarios.runner import RunOptions, run_scenario
 from scenarios.setup import GatewayConfig, database_kind
 
 
@@ -70,7 +71,7 @@ async def _crashes(ctx: ScenarioContext) -> None:
 async def test_run_scenario_turns_the_outcome_into_a_verdict(
     tmp_path: Path, body: object, verdict: Verdict, reason: str
 ) -> None:
-    spec = ScenarioSpec("fake", "a fake", body)  # type: ignore[arg-type]
+    spec = ScenarioSpec("fake", "a fake", body, 1)  # type: ignore[arg-type]
     result = await run_scenario(spec, RunOptions(report_dir=tmp_path))
     assert (result.verdict, result.reason) == (verdict, reason)
     if verdict is Verdict.FAIL:
@@ -78,7 +79,7 @@ async def test_run_scenario_turns_the_outcome_into_a_verdict(
 
 
 async def test_a_postgres_scenario_skips_without_postgres(tmp_path: Path) -> None:
-    spec = ScenarioSpec("pg", "needs pg", _passes, needs_postgres=True)
+    spec = ScenarioSpec("pg", "needs pg", _passes, 2, needs_postgres=True)
     options = RunOptions(report_dir=tmp_path)
     options.postgres_url = None
     result = await run_scenario(spec, options)
@@ -91,7 +92,7 @@ async def test_a_slow_scenario_is_an_error_not_a_hang(tmp_path: Path) -> None:
     async def slow(ctx: ScenarioContext) -> None:
         await asyncio.sleep(30)
 
-    result = await run_scenario(ScenarioSpec("slow", "slow", slow, timeout=0.2),
+    result = await run_scenario(ScenarioSpec("slow", "slow", slow, 3, timeout=0.2),
                                 RunOptions(report_dir=tmp_path))
     assert result.verdict is Verdict.ERROR and "did not finish within" in result.reason
 
@@ -127,8 +128,8 @@ async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_orde
         await asyncio.sleep(0.4)
         ctx.expect(True, "slow held")
 
-    specs = {"first-slow": ScenarioSpec("first-slow", "t", slow),
-             "second-fast": ScenarioSpec("second-fast", "t", _passes)}
+    specs = {"first-slow": ScenarioSpec("first-slow", "t", slow, 4),
+             "second-fast": ScenarioSpec("second-fast", "t", _passes, 5)}
     monkeypatch.setattr(runner, "all_scenarios", lambda: specs)
     finished: list[str] = []
     report = await runner.run_scenarios(

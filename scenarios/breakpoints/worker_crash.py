@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from scenarios.context import ScenarioContext, brief
-from scenarios.runner import scenario
+from scenarios.registry import scenario
 from scenarios.setup import SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, run_alone, stage
+from scenarios.stage import job_id_of, post_job, stage
 
 NAME = "worker-crash"
 LEASE_TTL = 2.0  # seconds a runner's lease lasts without renewal
@@ -15,14 +15,17 @@ CALL_TIME = 6.0  # seconds the provider takes (the crash happens long before)
 DEADLINE = 30.0  # seconds, the attempt deadline: far away, so only the lease can expire
 
 
-@scenario(NAME, "SIGKILL the gateway mid-call: the attempt becomes unknown, never re-run")
+@scenario(NAME, "SIGKILL the gateway mid-call: the attempt becomes unknown, never re-run", order=6)
 async def worker_crash(ctx: ScenarioContext) -> None:
     """Kill the gateway while its provider call is in flight, restart it, watch the lease."""
     s = await stage(ctx, lease_ttl=LEASE_TTL, reap_interval=0.3, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": CALL_TIME}])
     created = await post_job(ctx, s.gateway, s.key, "wc-1", ctx.job_body(s.contract))
-    ctx.expect(created.status_code == 201, "the job is created",
-               f"status {created.status_code}: {created.text[:200]}")
+    ctx.expect(
+        created.status_code == 201,
+        "the job is created",
+        f"status {created.status_code}: {created.text[:200]}",
+    )
     job_id = job_id_of(created)
     assert job_id is not None
     ctx.watch(s.gateway, s.key, job_id, s.sim)
@@ -33,8 +36,14 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     await asyncio.sleep(0.2)
     ctx.action("restart gateway")
     await ctx.harness.restart(s.gateway)
-    job = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "unknown",
-                             LEASE_TTL + 10.0, "after the lease expires the job is unknown")
+    job = await ctx.wait_job(
+        s.gateway,
+        s.key,
+        job_id,
+        lambda j: j.get("status") == "unknown",
+        LEASE_TTL + 10.0,
+        "after the lease expires the job is unknown",
+    )
     ctx.observe_unknown(job)
     attempt = job["attempts"][0]
     ctx.expect(attempt.get("state") == "unknown", "the crashed attempt is unknown", brief(job))
@@ -43,9 +52,4 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     ctx.expect(len(job.get("attempts", [])) == 1, "no new attempt was made", brief(job))
     ctx.expect(job.get("status") == "unknown", "the job stays unknown until resolved", brief(job))
     calls = await ctx.sim_calls(s.sim)
-    ctx.expect(len(calls) == 1, "the provider was called once, never re-run",
-               f"{len(calls)} calls")
-
-
-if __name__ == "__main__":
-    run_alone(NAME)
+    ctx.expect(len(calls) == 1, "the provider was called once, never re-run", f"{len(calls)} calls")

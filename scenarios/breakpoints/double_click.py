@@ -6,8 +6,8 @@ from collections import Counter
 
 from scenarios.context import ScenarioContext, brief, items_of
 from scenarios.harness import Process
-from scenarios.runner import scenario
-from scenarios.stage import concurrent_posts, job_id_of, run_alone, stage
+from scenarios.registry import scenario
+from scenarios.stage import concurrent_posts, job_id_of, stage
 
 NAME = "double-click"
 SETTLE = 1.5  # seconds to wait for a second, wrong provider call to show up
@@ -30,13 +30,20 @@ async def click_burst(
     statuses = Counter(r.status_code for r in responses)
     ids = {job_id_of(r) for r in responses}
     ctx.expect(
-        set(statuses) <= {200, 201}, f"{clicks} clicks: every answer is 201 or 200",
+        set(statuses) <= {200, 201},
+        f"{clicks} clicks: every answer is 201 or 200",
         f"statuses {dict(statuses)}",
     )
-    ctx.expect(len(ids) == 1 and None not in ids, f"{clicks} clicks: one job id",
-               f"ids {sorted(str(i) for i in ids)}")
-    ctx.expect(statuses[201] == 1, f"{clicks} clicks: exactly one 201 Created",
-               f"statuses {dict(statuses)}")
+    ctx.expect(
+        len(ids) == 1 and None not in ids,
+        f"{clicks} clicks: one job id",
+        f"ids {sorted(str(i) for i in ids)}",
+    )
+    ctx.expect(
+        statuses[201] == 1,
+        f"{clicks} clicks: exactly one 201 Created",
+        f"statuses {dict(statuses)}",
+    )
     replays = [r for r in responses if r.status_code == 200]
     ctx.expect(
         all(r.headers.get("idempotent-replayed") == "true" for r in replays),
@@ -46,24 +53,38 @@ async def click_burst(
     assert job_id is not None
     ctx.watch(gateways[0], key, job_id, sim, label=f"{clicks} clicks")
     gateway = gateways[0]
-    job = await ctx.wait_job(gateway, key, job_id, lambda j: j.get("status") == "succeeded",
-                             15.0, f"{clicks} clicks: the job succeeds")
+    job = await ctx.wait_job(
+        gateway,
+        key,
+        job_id,
+        lambda j: j.get("status") == "succeeded",
+        15.0,
+        f"{clicks} clicks: the job succeeds",
+    )
     ctx.expect(len(job.get("attempts", [])) == 1, f"{clicks} clicks: one attempt", brief(job))
     await ctx.wait_calls(sim, 2, SETTLE)
     calls = [c for c in await ctx.sim_calls(sim) if job_id in str(c.get("idempotency_key"))]
-    ctx.expect(len(calls) == 1, f"{clicks} clicks: one provider call",
-               f"{len(calls)} calls carry {job_id}")
-    listing = await ctx.request("GET", f"{gateway.base_url}/v1/jobs?limit=100", key=key,
-                                record=False)
+    ctx.expect(
+        len(calls) == 1, f"{clicks} clicks: one provider call", f"{len(calls)} calls carry {job_id}"
+    )
+    listing = await ctx.request(
+        "GET", f"{gateway.base_url}/v1/jobs?limit=100", key=key, record=False
+    )
     if listing.status_code == 200:
-        mine = [j for j in items_of(listing.json())
-                if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key]
-        ctx.expect(len(mine) == 1, f"{clicks} clicks: the job list shows one job for the key",
-                   f"{len(mine)} jobs")
+        mine = [
+            j
+            for j in items_of(listing.json())
+            if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key
+        ]
+        ctx.expect(
+            len(mine) == 1,
+            f"{clicks} clicks: the job list shows one job for the key",
+            f"{len(mine)} jobs",
+        )
     return job_id
 
 
-@scenario(NAME, "Two, then 50, concurrent identical POSTs make one job, one 201, one call")
+@scenario(NAME, "Two, then 50, concurrent identical POSTs make one job, one 201, one call", order=1)
 async def double_click(ctx: ScenarioContext) -> None:
     """Fire 2 then 50 identical POSTs at one gateway."""
     s = await stage(ctx)
@@ -72,7 +93,3 @@ async def double_click(ctx: ScenarioContext) -> None:
     ctx.expect(first != second, "different keys make different jobs", f"{first} vs {second}")
     calls = await ctx.sim_calls(s.sim)
     ctx.expect(len(calls) == 2, "two bursts cost two provider calls in all", f"{len(calls)} calls")
-
-
-if __name__ == "__main__":
-    run_alone(NAME)

@@ -5,44 +5,67 @@ from __future__ import annotations
 import json
 
 from scenarios.context import ScenarioContext, attempt_number, brief, winner_of
-from scenarios.runner import scenario
+from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, run_alone, stage
+from scenarios.stage import job_id_of, post_job, stage
 
 NAME = "reverse-order-finish"
 PRIMARY_DELAY = 2.5  # seconds the primary takes to answer
 HEDGE_AFTER = 0.5  # seconds before the dispatcher hedges on the fallback
 
 
-@scenario(NAME, "Slow primary, fast hedge: the second to return loses, though it was primary")
+@scenario(
+    NAME, "Slow primary, fast hedge: the second to return loses, though it was primary", order=4
+)
 async def reverse_order_finish(ctx: ScenarioContext) -> None:
     """Delay the primary past the hedge threshold and watch the CAS drop its late answer."""
     s = await stage(ctx, certified=True, hedgeable=True, hedge_after_s=HEDGE_AFTER)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": PRIMARY_DELAY}])
     created = await post_job(ctx, s.gateway, s.key, "rof-1", ctx.job_body(s.contract), wait=15)
-    ctx.expect(created.status_code == 201, "the job is created",
-               f"status {created.status_code}: {created.text[:200]}")
+    ctx.expect(
+        created.status_code == 201,
+        "the job is created",
+        f"status {created.status_code}: {created.text[:200]}",
+    )
     job_id = job_id_of(created)
     assert job_id is not None
     ctx.watch(s.gateway, s.key, job_id, s.sim)
-    won = await ctx.wait_job(s.gateway, s.key, job_id, lambda j: j.get("status") == "succeeded",
-                             PRIMARY_DELAY + 5.0, "the job succeeds")
+    won = await ctx.wait_job(
+        s.gateway,
+        s.key,
+        job_id,
+        lambda j: j.get("status") == "succeeded",
+        PRIMARY_DELAY + 5.0,
+        "the job succeeds",
+    )
     ctx.action("job succeeded (seen by the client)")
     winner = winner_of(won)
-    ctx.expect(winner.get("provider") == SIM_ANTHROPIC and winner.get("reason") == "hedge",
-               "the hedge on the fallback won", brief(won))
+    ctx.expect(
+        winner.get("provider") == SIM_ANTHROPIC and winner.get("reason") == "hedge",
+        "the hedge on the fallback won",
+        brief(won),
+    )
     done = await ctx.wait_job(
-        s.gateway, s.key, job_id,
+        s.gateway,
+        s.key,
+        job_id,
         lambda j: all(a.get("state") not in ("starting", "running") for a in j["attempts"]),
-        PRIMARY_DELAY + 5.0, "the primary's attempt finishes",
+        PRIMARY_DELAY + 5.0,
+        "the primary's attempt finishes",
     )
     primary = attempt_number(done, 1)
-    ctx.expect(primary.get("provider") == SIM_OPENAI and primary.get("state") == "lost",
-               "the official primary finished second and lost", brief(done))
+    ctx.expect(
+        primary.get("provider") == SIM_OPENAI and primary.get("state") == "lost",
+        "the official primary finished second and lost",
+        brief(done),
+    )
     calls = {c["provider"]: c for c in await ctx.sim_calls(s.sim)}
     openai, anthropic = calls.get(SIM_OPENAI, {}), calls.get(SIM_ANTHROPIC, {})
-    ctx.expect(openai.get("status") == 200, "the primary really answered (200) — late",
-               json.dumps(openai)[:300])
+    ctx.expect(
+        openai.get("status") == 200,
+        "the primary really answered (200) — late",
+        json.dumps(openai)[:300],
+    )
     ctx.expect(
         (openai.get("finished_at") or 0) > (anthropic.get("finished_at") or 0)
         and (openai.get("received_at") or 0) < (anthropic.get("received_at") or 0),
@@ -54,11 +77,13 @@ async def reverse_order_finish(ctx: ScenarioContext) -> None:
         "the late answer changed nothing: result, winner, version, status",
         f"version {won.get('version')} -> {done.get('version')}",
     )
-    ctx.expect(done.get("version") == 2, "one decision moved the version (1 -> 2)",
-               f"version {done.get('version')}")
-    ctx.expect("result" not in primary or primary.get("result") is None,
-               "the losing attempt carries no payload", json.dumps(primary)[:300])
-
-
-if __name__ == "__main__":
-    run_alone(NAME)
+    ctx.expect(
+        done.get("version") == 2,
+        "one decision moved the version (1 -> 2)",
+        f"version {done.get('version')}",
+    )
+    ctx.expect(
+        "result" not in primary or primary.get("result") is None,
+        "the losing attempt carries no payload",
+        json.dumps(primary)[:300],
+    )

@@ -16,9 +16,9 @@ from typing import Any
 
 from scenarios.context import ScenarioContext, brief, winner_of
 from scenarios.harness import Process
-from scenarios.runner import scenario
+from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import Stage, job_id_of, post_job, run_alone, stage
+from scenarios.stage import Stage, job_id_of, post_job, stage
 
 NAME = "unknown-resolved-by-reconciler"
 DEADLINE = 1.5  # seconds, sim-openai's attempt deadline
@@ -26,7 +26,9 @@ LATE = 1.5  # seconds the provider takes beyond the deadline
 IN_PROGRESS = "urn:onejob:attempt-in-progress"
 
 
-@scenario(NAME, "An answer after the deadline: unknown, then resolved by the provider's record")
+@scenario(
+    NAME, "An answer after the deadline: unknown, then resolved by the provider's record", order=11
+)
 async def reconciler_unknown(ctx: ScenarioContext) -> None:
     """Answer late (the reconciler finds it), then lose a request (only a person can tell)."""
     s = await stage(
@@ -228,7 +230,3 @@ async def wait_finding(
                 return dict(attempt["reconciler"])
         await asyncio.sleep(0.2)
     return {}
-
-
-if __name__ == "__main__":
-    run_alone(NAME)
