@@ -42,6 +42,7 @@ from gateway.notify import ChangeHub
 from gateway.settings import Settings
 from providers.base import Provider, ProviderRequest, ProviderResult
 from providers.config import ProviderConfig
+from providers.models import model_matches
 
 __all__ = ["Certifications", "Dispatcher", "Verdict"]
 
@@ -376,8 +377,12 @@ class Dispatcher:
     ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         fin = await self.store.finalize(
-            attempt.id, result.output, provider_request_id=result.request_id
+            attempt.id,
+            result.output,
+            provider_request_id=result.request_id,
+            reported_model=result.model,
         )
+        await self._check_model(job, attempt, result, ids)
         outcome = {
             FinalizeOutcome.WON: AttemptOutcome.SUCCEEDED,
             FinalizeOutcome.LOST: AttemptOutcome.LOST,
@@ -399,6 +404,33 @@ class Dispatcher:
                 extra={**ids, "outcome": fin.outcome.value, "winner": fin.winner},
             )
         return fin.job
+
+    async def _check_model(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        result: ProviderResult,
+        ids: dict[str, str],
+    ) -> None:
+        """Count and record an answer from another model than the configured one.
+
+        Certification refuses such a provider; at run time the answer is already decided
+        (the contract checked it), so the mismatch is made visible, not turned into a
+        failure: a metric, a ``model_mismatch`` audit event and a WARNING.
+        """
+        cfg = self.provider_configs.get(attempt.provider)
+        if cfg is None or result.model is None:
+            return
+        identity = model_matches(cfg.protocol, cfg.model, result.model, cfg.model_aliases)
+        if identity.matches:
+            return
+        self.metrics.model_mismatches.labels(attempt.provider).inc()
+        log.warning(identity.reason, extra={**ids, "reported_model": result.model})
+        detail = {"configured": cfg.model, "reported": result.model, "reason": identity.reason}
+        try:
+            await self.store.record_event(job.id, "model_mismatch", detail, attempt.id)
+        except Exception:  # the decision is committed; a lost audit line is only logged
+            log.exception("model mismatch could not be recorded", extra=ids)
 
     async def _fail(
         self,

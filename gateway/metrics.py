@@ -85,6 +85,12 @@ class Metrics:
             ["provider", "outcome"],
             registry=r,
         )
+        self.model_mismatches = Counter(
+            "onejob_provider_model_mismatches",
+            "Answers whose reported model is not the configured one (nor its snapshot or alias).",
+            ["provider"],
+            registry=r,
+        )
         self.races_lost = Counter(
             "onejob_races_lost", "Attempts that finished after the job was decided.", registry=r
         )

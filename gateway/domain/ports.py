@@ -96,7 +96,12 @@ class JobStore(Protocol):
         ...
 
     async def finalize(
-        self, attempt_id: str, result: Any, *, provider_request_id: str | None = None
+        self,
+        attempt_id: str,
+        result: Any,
+        *,
+        provider_request_id: str | None = None,
+        reported_model: str | None = None,
     ) -> FinalizeResult:
         """Compare-and-swap the job's result (R5); the loser is ``lost`` and its payload dropped."""
         ...

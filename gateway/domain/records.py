@@ -35,6 +35,8 @@ class AttemptRecord:
     finished_at: dt.datetime | None
     #: What the reconciler last found asking the provider (None: never asked).
     reconciler: dict[str, Any] | None = None
+    #: The model the provider reported for the answer (None: none, or not answered).
+    reported_model: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ def admin_attempt_view(attempt: AttemptRecord, job: JobRecord | None = None) -> 
         "contract": job.contract if job is not None else None,
         "downstream_key": attempt.downstream_key,
         "provider_request_id": attempt.provider_request_id,
+        "reported_model": attempt.reported_model,
         "lease_owner": attempt.lease_owner,
         "deadline_at": timestamp(attempt.deadline_at),
         "created_at": timestamp(attempt.created_at),

@@ -35,6 +35,14 @@ from gateway.store.tables import attempts, jobs
 log = logging.getLogger("onejob.store")
 
 
+PROVIDER_TEXT_LIMIT = 200  # characters: the width of the provider's ids and model names
+
+
+def fit(value: str | None) -> str | None:
+    """Make a provider-supplied name storable: scrubbed, and cut to its column's width."""
+    return None if value is None else scrub(value)[:PROVIDER_TEXT_LIMIT]
+
+
 class Decisions(StoreBase):
     """Decide a job: exactly one attempt (or a cancel) wins."""
 
@@ -107,16 +115,25 @@ class Decisions(StoreBase):
         )
 
     async def finalize(
-        self, attempt_id: str, result: Any, *, provider_request_id: str | None = None
+        self,
+        attempt_id: str,
+        result: Any,
+        *,
+        provider_request_id: str | None = None,
+        reported_model: str | None = None,
     ) -> FinalizeResult:
         """Compare-and-swap the job's result (R5); the loser is ``lost`` and its payload dropped."""
         try:
-            return await self._finalize(attempt_id, result, provider_request_id)
+            return await self._finalize(attempt_id, result, provider_request_id, reported_model)
         except Stale:
             return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
 
     async def _finalize(
-        self, attempt_id: str, result: Any, provider_request_id: str | None
+        self,
+        attempt_id: str,
+        result: Any,
+        provider_request_id: str | None,
+        reported_model: str | None,
     ) -> FinalizeResult:
         async with self._tx() as tx:
             conn = tx.conn
@@ -130,7 +147,12 @@ class Decisions(StoreBase):
                 sql = pg.FINALIZE
                 async with pg.raw(conn, sql) as driver:
                     both = await driver.fetchrow(
-                        sql, attempt_id, pg.as_json(result), now, scrub(provider_request_id)
+                        sql,
+                        attempt_id,
+                        pg.as_json(result),
+                        now,
+                        fit(provider_request_id),
+                        fit(reported_model),
                     )
                 job_row = None if both is None else pg.as_row(both, "j_", pg.JOB_COLUMNS)
             if job_row is None:
@@ -148,7 +170,8 @@ class Decisions(StoreBase):
                     "attempt_id": attempt_id,
                     "target": A.SUCCEEDED.value,
                     "finished_at": now,
-                    "provider_request_id": scrub(provider_request_id),
+                    "provider_request_id": fit(provider_request_id),
+                    "reported_model": fit(reported_model),
                 }
                 row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
                 if row is not None:

@@ -74,7 +74,8 @@ WITH cas AS (
     AND completed_by IS NULL
   RETURNING *
 ), att AS (
-  UPDATE attempts SET state = 'succeeded', finished_at = $3, provider_request_id = $4
+  UPDATE attempts SET state = 'succeeded', finished_at = $3, provider_request_id = $4,
+                      reported_model = $5
   WHERE id = $1 AND state = 'running' AND EXISTS (SELECT 1 FROM cas)
   RETURNING *
 ), event AS (

@@ -49,6 +49,7 @@ def attempt_record(row: Any) -> AttemptRecord:
         started_at=aware_utc(row.started_at),
         finished_at=aware_utc(row.finished_at),
         reconciler=row.reconciler,
+        reported_model=row.reported_model,
     )
 
 

@@ -58,6 +58,7 @@ FINISH_RUNNING = (
         state=sa.bindparam("target"),
         finished_at=sa.bindparam("finished_at"),
         provider_request_id=sa.bindparam("provider_request_id"),
+        reported_model=sa.bindparam("reported_model"),
     )
     .returning(*attempts.c)
 )

@@ -61,6 +61,8 @@ attempts = sa.Table(
     sa.Column("deadline_at", sa.DateTime, nullable=True),
     sa.Column("downstream_key", sa.String(100), nullable=False),
     sa.Column("provider_request_id", sa.String(200), nullable=True),
+    #: The model the provider said answered (certified models are checked against it).
+    sa.Column("reported_model", sa.String(200), nullable=True),
     sa.Column("error", Json, nullable=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("started_at", sa.DateTime, nullable=True),

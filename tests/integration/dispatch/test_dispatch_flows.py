@@ -321,3 +321,45 @@ async def test_an_attempt_left_starting_is_claimed_by_the_next_dispatcher(
     assert done["status"] == "succeeded", done
     assert [a["state"] for a in done["attempts"]] == ["succeeded"]
     assert [c["idempotency_key"] for c in await sim_control.calls()] == [f"{queued['id']}/1"]
+
+
+async def test_an_answer_from_another_model_is_recorded_counted_and_audited(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = sim_settings(sim, database_url, cert_path)
+    async with run_gateway(settings) as gw:
+        api = Api(gw, *keys)
+        faithful = (await api.create(case_input(0), wait=10)).json()
+        await sim_control.profiles(**{"sim-openai": "other-model"})
+        downgraded = (await api.create(case_input(1), wait=10)).json()
+        scraped = (await gw.client.get("/metrics")).text
+        events = {
+            job["id"]: [
+                e
+                for e in (
+                    await gw.client.get(f"/v1/jobs/{job['id']}/events", headers=api.auth)
+                ).json()["events"]
+                if e["kind"] == "model_mismatch"
+            ]
+            for job in (faithful, downgraded)
+        }
+        admin = (
+            await gw.client.get(
+                "/v1/admin/attempts", params={"state": "succeeded"}, headers=api.admin
+            )
+        ).json()["attempts"]
+
+    # The answer still decides the job (the contract checked it); the mismatch is visible.
+    assert faithful["status"] == downgraded["status"] == "succeeded"
+    models = {a["job_id"]: a["reported_model"] for a in admin}
+    assert models[faithful["id"]] == "sim-gpt"
+    assert models[downgraded["id"]] == "sim-gpt-mini"
+    assert events[faithful["id"]] == []
+    [mismatch] = events[downgraded["id"]]
+    assert mismatch["detail"]["configured"] == "sim-gpt"
+    assert mismatch["detail"]["reported"] == "sim-gpt-mini"
+    assert 'onejob_provider_model_mismatches_total{provider="sim-openai"} 1.0' in scraped
