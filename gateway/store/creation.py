@@ -58,6 +58,11 @@ class CreationAndReads(StoreBase):
             created = await self._create_in_one_statement(new, job_id, now, claim)
             if created is not None:
                 return created
+            replayed = await self._replay_in_one_statement(new, now)
+            if replayed is not None:
+                return replayed
+            # Not visible yet (a concurrent first click still committing): the general
+            # path below reads it in a transaction of its own.
         async with self._tx() as tx:
             conn = tx.conn
             inserted = (
@@ -199,6 +204,21 @@ class CreationAndReads(StoreBase):
         job = dataclasses.replace(job_record(job_row), attempts=(first,))
         claimed = ClaimedAttempt(first, job_record(job_row)) if claim is not None else None
         return CreateResult(CreateOutcome.CREATED, job, claimed)
+
+    async def _replay_in_one_statement(self, new: NewJob, now: dt.datetime) -> CreateResult | None:
+        """PostgreSQL: the key is taken; read its job and audit the replay or conflict."""
+        sql = pg.REPLAY
+        params = (new.owner_id, new.idempotency_key, new.fingerprint, now)
+        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+            records = await driver.fetch(sql, *params)
+        if not records:
+            return None
+        job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
+        rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
+        existing = job_record(job_row, [r for r in rows if r is not None])
+        if existing.fingerprint == new.fingerprint:
+            return CreateResult(CreateOutcome.REPLAYED, existing)
+        return CreateResult(CreateOutcome.CONFLICT, existing)
 
     async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
         """Load a job with its attempts (``owner_id`` None: any owner)."""

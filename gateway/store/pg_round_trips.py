@@ -62,6 +62,25 @@ FROM job, attempt"""
 #: Creation, with and without waking runners elsewhere (an unclaimed attempt needs one).
 CREATE = {True: _create(notify_attempt=True), False: _create(notify_attempt=False)}
 
+#: The key is taken: read the job and its attempts and write the ``replayed`` (same
+#: fingerprint) or ``conflict`` event, in one statement with one snapshot. A row per
+#: attempt, the job's columns repeated; none when no such job is visible.
+REPLAY = f"""
+WITH job AS (
+  SELECT * FROM jobs WHERE owner_id = $1 AND idempotency_key = $2
+), event AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT job.id, NULL,
+         CASE WHEN job.fingerprint = $3 THEN 'replayed' ELSE 'conflict' END,
+         CASE WHEN job.fingerprint = $3 THEN '{{}}'::jsonb
+              ELSE jsonb_build_object('fingerprint', $3::text) END,
+         $4
+  FROM job
+)
+SELECT {_select("job", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
+FROM job LEFT JOIN attempts AS a ON a.job_id = job.id
+ORDER BY a.number"""
+
 #: R5's compare-and-swap for a running attempt, the attempt's move and its event, with
 #: the job's ``pg_notify``. No row: the CAS found nothing to swap (lost, or stale).
 #: A job row without an attempt row: the attempt moved between (the caller rolls back).
