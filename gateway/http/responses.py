@@ -88,9 +88,14 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         cls = _FRAMEWORK_ERRORS.get(exc.status_code)
         detail = str(exc.detail or "")
+        # Litestar's own headers stay (a 405's ``Allow``, RFC 9110 §15.5.6).
+        headers = {**(exc.headers or {})}
         if cls is not None:
-            return error_response(cls(detail or None))
-        return problem(exc.status_code, f"urn:onejob:http-{exc.status_code}", detail, detail)
+            response = error_response(cls(detail or None))
+            response.headers.update(headers)
+            return response
+        kind = f"urn:onejob:http-{exc.status_code}"
+        return problem(exc.status_code, kind, detail, detail, headers=headers or None)
     if _client_gone(request, exc):
         # Litestar raises a 500 when the body stops at an ``http.disconnect``: the client
         # hung up mid-body, which is no bug, and nobody is left to answer.

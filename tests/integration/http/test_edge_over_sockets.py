@@ -80,6 +80,18 @@ async def test_not_found_and_method_not_allowed_get_an_access_line(
     assert ("DELETE", "/healthz", 405) in lines
 
 
+async def test_a_wrong_method_is_405_with_the_methods_the_path_allows(
+    app: Litestar, served: Any
+) -> None:
+    async with served(app) as base:
+        response = await _exchange(
+            base, b"TRACE /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+        )
+    assert _status(response) == 405, response[:300]
+    allow = response.lower().split(b"\r\nallow: ")[1].split(b"\r\n")[0]
+    assert set(allow.decode().upper().replace(" ", "").split(",")) >= {"GET", "HEAD"}
+
+
 def _job_request(key: str, framing: str, idempotency_key: str = "edge-1") -> bytes:
     body = b'{"contract":"echo@1","input":{"n":1}}'
     chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
