@@ -10,10 +10,21 @@ import time
 from typing import Any
 
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 ACCESS_LOGGER = "onejob.access"
 JOB_ID_SCOPE_KEY = "onejob.job_id"
+#: Set in the scope's state once the client hung up (``http.disconnect`` before the answer).
+CLIENT_GONE_SCOPE_KEY = "onejob.client_gone"
+#: The database drivers log each statement with its parameters (job inputs, results, key
+#: hashes) below these levels, so they are capped there whatever ``log_level`` says.
+DRIVER_LOG_CAPS = {
+    "sqlalchemy.engine": logging.WARNING,
+    "sqlalchemy.pool": logging.WARNING,
+    "aiosqlite": logging.WARNING,
+    "asyncpg": logging.WARNING,
+    "alembic": logging.INFO,
+}
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -39,12 +50,18 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send every log record to stderr as JSON lines."""
+    """Send every log record to stderr as JSON lines; never a statement's parameters."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name, cap in DRIVER_LOG_CAPS.items():
+        logger = logging.getLogger(name)
+        logger.setLevel(max(cap, root.level))
+        logger.handlers[:] = []
+        logger.propagate = True
+    logging.captureWarnings(True)  # Python warnings become JSON lines on ``py.warnings``
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
@@ -63,6 +80,12 @@ def access_log_middleware(app: ASGIApp) -> ASGIApp:
         started = time.perf_counter()
         status = 500
 
+        async def receive_wrapper() -> ReceiveMessage:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                scope.setdefault("state", {})[CLIENT_GONE_SCOPE_KEY] = True
+            return message
+
         async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
@@ -70,7 +93,7 @@ def access_log_middleware(app: ASGIApp) -> ASGIApp:
             await send(message)
 
         try:
-            await app(scope, receive, send_wrapper)
+            await app(scope, receive_wrapper, send_wrapper)
         finally:
             state: dict[str, Any] = scope.get("state") or {}
             log.info(

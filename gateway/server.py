@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any
 
+from gateway.http.edge import EdgeProtocol
 from gateway.settings import Settings
 
 log = logging.getLogger("onejob.server")
@@ -46,7 +47,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "log_config": None,  # gateway.logging writes JSON lines
         "access_log": False,  # our middleware writes one access line per request
         "lifespan": "on",
-        "http": "httptools",
+        # httptools (llhttp) refuses CL+TE; EdgeProtocol adds header deadline and limits.
+        "http": EdgeProtocol,
     }
 
 

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, InternalServerException
 
 from gateway.domain.records import (
     AddAttemptOutcome,
@@ -28,6 +28,7 @@ from gateway.errors import (
     Unauthorized,
 )
 from gateway.http.views import admin_attempt_view, job_location, job_view
+from gateway.logging import CLIENT_GONE_SCOPE_KEY
 from gateway.store.failures import database_unavailable
 
 log = logging.getLogger("onejob.http")
@@ -41,6 +42,7 @@ NOT_READY = "urn:onejob:not-ready"
 INTERNAL = "urn:onejob:internal-error"
 UNAVAILABLE = "urn:onejob:unavailable"
 RETRY_AFTER = 1  # seconds
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; never sent
 
 #: Litestar's own HTTP errors, by status, as this API's problem classes.
 _FRAMEWORK_ERRORS: dict[int, type[GatewayError]] = {
@@ -86,9 +88,24 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         cls = _FRAMEWORK_ERRORS.get(exc.status_code)
         detail = str(exc.detail or "")
+        # Litestar's own headers stay (a 405's ``Allow``, RFC 9110 §15.5.6).
+        headers = {**(exc.headers or {})}
         if cls is not None:
-            return error_response(cls(detail or None))
-        return problem(exc.status_code, f"urn:onejob:http-{exc.status_code}", detail, detail)
+            response = error_response(cls(detail or None))
+            response.headers.update(headers)
+            return response
+        kind = f"urn:onejob:http-{exc.status_code}"
+        return problem(exc.status_code, kind, detail, detail, headers=headers or None)
+    if _client_gone(request, exc):
+        # Litestar raises a 500 when the body stops at an ``http.disconnect``: the client
+        # hung up mid-body, which is no bug, and nobody is left to answer.
+        log.info("client disconnected on %s %s", request.method, request.url.path)
+        return problem(
+            CLIENT_CLOSED_REQUEST,
+            "urn:onejob:client-closed-request",
+            "Client closed request",
+            "The client hung up before the request was read.",
+        )
     if database_unavailable(exc):
         # The database (or the network to it) failed: not a bug, and worth a retry. The
         # exception's text may quote a statement, so only its class is logged.
@@ -101,6 +118,11 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         return unavailable_response()
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
+
+
+def _client_gone(request: Request[Any, Any, Any], exc: Exception) -> bool:
+    state: dict[str, Any] = request.scope.get("state") or {}
+    return type(exc) is InternalServerException and bool(state.get(CLIENT_GONE_SCOPE_KEY))
 
 
 def unavailable_response() -> Response[Any]:

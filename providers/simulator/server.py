@@ -68,10 +68,14 @@ class RunningSimulator:
 
 
 def _config(app: SimulatorApp, host: str, port: int, log_level: str) -> uvicorn.Config:
+    # uvicorn's default config replaces the handlers of its loggers (they are shared with
+    # a gateway in the same process): keep the host's logging once it has configured some.
+    configured = bool(logging.getLogger().handlers)
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        log_config=None if configured else uvicorn.config.LOGGING_CONFIG,
         log_level=log_level,
         access_log=False,
         lifespan="on",

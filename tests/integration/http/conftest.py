@@ -21,6 +21,7 @@ from litestar import Litestar
 from contracts.catalog import CATALOG_ROOT, load_contract
 from gateway.app import create_app, settings_for_tests
 from gateway.domain.ports import JobStore
+from gateway.http.edge import EdgeProtocol
 from gateway.service import ContractSpec
 from gateway.settings import Settings
 from gateway.store import SqlJobStore, open_store
@@ -84,10 +85,16 @@ class Keys:
 
 
 @contextlib.asynccontextmanager
-async def _served(app: Litestar) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a loopback port; yield its base URL."""
+async def _served(app: Litestar, protocol: type[EdgeProtocol] = EdgeProtocol) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn and the gateway's edge protocol on loopback; yield its URL."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        http=protocol,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -1,4 +1,4 @@
-"""The HTTP edge over a real socket: raw paths, access lines for every answer."""
+"""The HTTP edge over a real socket: framing, header deadline and limits, raw paths, logs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from litestar import Litestar
+
+from gateway.http.edge import EdgeProtocol
 
 
 async def _exchange(base_url: str, raw: bytes, *, read_timeout: float = 5.0) -> bytes:
@@ -27,6 +29,15 @@ async def _exchange(base_url: str, raw: bytes, *, read_timeout: float = 5.0) -> 
         return b"".join(chunks)
     finally:
         writer.close()
+
+
+async def _read_all(reader: asyncio.StreamReader) -> bytes:
+    """Read until the server closes; a reset after its answer ends the read too."""
+    chunks = []
+    with contextlib.suppress(ConnectionError):
+        while chunk := await reader.read(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _status(response: bytes) -> int:
@@ -67,3 +78,173 @@ async def test_not_found_and_method_not_allowed_get_an_access_line(
     lines = [(r.method, r.path, r.status) for r in caplog.records if r.name == "onejob.access"]  # type: ignore[attr-defined]
     assert ("GET", "/nowhere", 404) in lines
     assert ("DELETE", "/healthz", 405) in lines
+
+
+async def test_a_wrong_method_is_405_with_the_methods_the_path_allows(
+    app: Litestar, served: Any
+) -> None:
+    async with served(app) as base:
+        response = await _exchange(
+            base, b"TRACE /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+        )
+    assert _status(response) == 405, response[:300]
+    allow = response.lower().split(b"\r\nallow: ")[1].split(b"\r\n")[0]
+    assert set(allow.decode().upper().replace(" ", "").split(",")) >= {"GET", "HEAD"}
+
+
+def _job_request(key: str, framing: str, idempotency_key: str = "edge-1") -> bytes:
+    body = b'{"contract":"echo@1","input":{"n":1}}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    head = (
+        f"POST /v1/jobs HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\n"
+        f'Idempotency-Key: "{idempotency_key}"\r\nContent-Type: application/json\r\n'
+        f"{framing}\r\n"
+    ).encode()
+    return head + chunked
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        "Content-Length: 44\r\nTransfer-Encoding: chunked\r\n",
+    ],
+)
+async def test_content_length_with_chunked_is_refused_and_the_connection_closed(
+    app: Litestar, keys: Any, served: Any, count_rows: Any, framing: str
+) -> None:
+    pipelined = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
+    async with served(app) as base:
+        response = await _exchange(base, _job_request(keys.alice, framing) + pipelined)
+    assert _status(response) == 400, response[:300]
+    assert b"connection: close" in response.lower()
+    # RFC 9112 §6.3: the smuggled second request is never answered.
+    assert response.count(b"HTTP/1.1 ") == 1, response
+    assert await count_rows() == (0, 0)
+
+
+async def test_chunked_alone_is_accepted_so_the_refusal_is_about_the_conflict(
+    app: Litestar, keys: Any, served: Any, count_rows: Any
+) -> None:
+    raw = _job_request(keys.alice, "Transfer-Encoding: chunked\r\nConnection: close\r\n")
+    async with served(app) as base:
+        response = await _exchange(base, raw)
+    assert _status(response) == 201, response[:300]
+    jobs, _ = await count_rows()
+    assert jobs == 1
+
+
+class _QuickEdge(EdgeProtocol):
+    header_timeout = 0.5
+
+
+@pytest.mark.parametrize("dribble", [False, True])
+async def test_a_header_block_that_does_not_finish_in_time_gets_408_and_a_closed_connection(
+    app: Litestar, served: Any, dribble: bool
+) -> None:
+    async with served(app, _QuickEdge) as base:
+        host, port = base.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        started = asyncio.get_running_loop().time()
+        answer = asyncio.create_task(_read_all(reader))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n")
+        if dribble:  # slowloris: one header byte at a time never resets the clock
+            for byte in b"X-Slow: abcdefghijklmnopqrstuvwxyz":
+                await asyncio.sleep(0.1)
+                if answer.done():
+                    break
+                writer.write(bytes([byte]))
+        response = await asyncio.wait_for(answer, 5)
+        elapsed = asyncio.get_running_loop().time() - started
+        writer.close()
+    assert _status(response) == 408, response
+    assert b"urn:onejob:request-timeout" in response
+    assert 0.4 < elapsed < 2.0
+
+
+async def test_a_keep_alive_connection_gets_a_fresh_header_deadline_per_request(
+    app: Litestar, served: Any
+) -> None:
+    async with served(app, _QuickEdge) as base:
+        host, port = base.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        for _ in range(3):  # 3 x 0.3 s on one connection outlives one 0.5 s deadline
+            await asyncio.sleep(0.3)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            assert _status(head) == 200, head
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        (EdgeProtocol.max_headers - 2, 200),  # with Host and Connection: exactly the limit
+        (EdgeProtocol.max_headers - 1, 431),
+        (0, 200),
+    ],
+)
+async def test_header_count_is_limited(
+    app: Litestar, served: Any, headers: int, status: int
+) -> None:
+    extra = "".join(f"X-H{i}: v\r\n" for i in range(headers))
+    raw = f"GET /healthz HTTP/1.1\r\nHost: gw\r\n{extra}Connection: close\r\n\r\n".encode()
+    async with served(app) as base:
+        response = await _exchange(base, raw)
+    assert _status(response) == status, response[:300]
+
+
+@pytest.mark.parametrize(
+    ("size", "status"),
+    [(EdgeProtocol.max_header_bytes - 200, 200), (EdgeProtocol.max_header_bytes + 1, 431)],
+)
+async def test_header_bytes_are_limited(app: Litestar, served: Any, size: int, status: int) -> None:
+    raw = f"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Big: {'a' * size}\r\nConnection: close\r\n\r\n"
+    async with served(app) as base:
+        response = await _exchange(base, raw.encode())
+    assert _status(response) == status, response[:300]
+    if status == 431:
+        assert b"urn:onejob:headers-too-large" in response
+        assert b"connection: close" in response.lower()
+
+
+async def test_an_endless_header_value_is_cut_off_before_it_ends(
+    app: Litestar, served: Any
+) -> None:
+    async with served(app) as base:
+        host, port = base.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        answer = asyncio.create_task(_read_all(reader))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Endless: ")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(64):  # 4 MiB with no end of line; the server must not wait for one
+                if answer.done():
+                    break
+                writer.write(b"a" * 16384)
+                await writer.drain()
+                await asyncio.sleep(0.005)
+        response = await asyncio.wait_for(answer, 5)
+        writer.close()
+    assert _status(response) == 431, response[:300]
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_the_body_limit_holds_over_a_socket(
+    app: Litestar, settings: Any, keys: Any, served: Any, count_rows: Any, framing: str
+) -> None:
+    body = b'{"contract":"echo@1","input":{"s":"' + b"a" * settings.max_body_bytes + b'"}}'
+    if framing == "chunked":
+        framed = b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    else:
+        framed = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    head = (
+        f"POST /v1/jobs HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {keys.alice}\r\n"
+        'Idempotency-Key: "big"\r\nContent-Type: application/json\r\nConnection: close\r\n'
+    ).encode()
+    async with served(app) as base:
+        response = await _exchange(base, head + framed)
+    assert _status(response) == 413, response[:300]
+    assert await count_rows() == (0, 0)
