@@ -1,4 +1,4 @@
-"""Scrubbed HTTP cassettes: ``record`` writes them, ``replay`` serves them through respx.
+"""Scrubbed HTTP cassettes: ``record`` writes them, ``replay`` serves them (httpx.MockTransport).
 
 One file per provider, contract and case: ``<root>/<provider>/<contract>/<case>.json``::
 
@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
-import respx
 
 FORMAT = "onejob.cassette/1"
 CASSETTE_ROOT = Path(__file__).parent / "cassettes"
@@ -211,19 +210,17 @@ def _short(value: Any) -> str:
 
 
 class CassetteLibrary:
-    """Serve recorded cassettes to an ``httpx.AsyncClient`` through a respx router."""
+    """Serve recorded cassettes to an ``httpx.AsyncClient`` through ``httpx.MockTransport``."""
 
     def __init__(self, root: Path = CASSETTE_ROOT, secrets: Iterable[str] = ()) -> None:
         self.root = Path(root)
         self.secrets = tuple(s for s in secrets if s)
         self._cache: dict[Path, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self.router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
-        self.router.route().mock(side_effect=self._serve)
 
     def client(self) -> httpx.AsyncClient:
         """Return a client whose every request is answered from the cassettes."""
-        return httpx.AsyncClient(transport=httpx.MockTransport(self.router.async_handler))
+        return httpx.AsyncClient(transport=httpx.MockTransport(self._serve))
 
     def load(self, provider: str, contract: str, case: str) -> dict[str, Any]:
         """Return the cassette of one case (raise ``CassetteMissing`` when absent)."""

@@ -74,7 +74,7 @@ class Mode(enum.StrEnum):
     LIVE = "live"
     #: Live, and every exchange written to a scrubbed cassette.
     RECORD = "record"
-    #: Cassettes answer through respx; proves adapters and parsers, never certifies.
+    #: Cassettes answer through httpx.MockTransport; proves adapters and parsers, never certifies.
     REPLAY = "replay"
 
 
