@@ -66,7 +66,7 @@ async def test_valid_answer_is_finalized_with_its_request_id(
 
     [(args, kw)] = store.named("finalize")
     assert args == ("att_1", {"label": "billing"})
-    assert kw == {"provider_request_id": "req_9"}
+    assert kw == {"provider_request_id": "req_9", "reported_model": None}  # none reported
     assert not store.named("fail_attempt") and not store.named("mark_unknown")
 
 
