@@ -1,9 +1,13 @@
-"""What a scenario body works with: processes, a recording HTTP client, checks, a timeline."""
+"""What a scenario body works with: processes, a recording HTTP client, checks, a timeline.
+
+The façade over three parts: the recording client (:mod:`scenarios.recorder`), the simulator's
+control client (:mod:`providers.simulator.control`) and the timeline (:mod:`scenarios.timeline`).
+Responses are read in the shapes docs/api.md documents; a missing key fails the scenario.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -12,17 +16,13 @@ from typing import Any
 
 import httpx
 
+from providers.simulator.control import SimulatorControl
 from scenarios.harness import Harness, HarnessError, Process
-from scenarios.model import Check, Exchange, MarkKind, TimelineMark
+from scenarios.model import Check, Exchange, TimelineMark
+from scenarios.recorder import REQUEST_TIMEOUT, ExchangeRecorder, exchange_options
 from scenarios.setup import GatewayConfig, database_kind, fresh_database
+from scenarios.timeline import Timeline
 from scenarios.workload import sample_input
-
-BODY_LIMIT = 2000  # characters of a request or response body kept in the report
-REQUEST_TIMEOUT = 30.0  # seconds, one HTTP request of a scenario
-KEPT_HEADERS = (
-    "idempotency-key", "prefer", "location", "idempotent-replayed", "preference-applied",
-    "content-type", "retry-after", "x-onejob-instance",
-)
 
 
 class ScenarioFailure(Exception):
@@ -31,27 +31,6 @@ class ScenarioFailure(Exception):
 
 class ScenarioSkipped(Exception):
     """A prerequisite is missing; the message says which."""
-
-
-def _iso_to_unix(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.timestamp()
-
-
-_STATE_MARK = {
-    "succeeded": MarkKind.WON,
-    "lost": MarkKind.LOST,
-    "failed": MarkKind.FAILED,
-    "cancelled": MarkKind.CANCELLED,
-    "unknown": MarkKind.TIMED_OUT,
-}
 
 
 class ScenarioContext:
@@ -70,17 +49,30 @@ class ScenarioContext:
         self.db_kind = database_kind(database_url)
         self.t0 = time.time()
         self.checks: list[Check] = []
-        self.exchanges: list[Exchange] = []
-        self.timeline: list[TimelineMark] = []
         self.notes: list[str] = []
-        self.timeline_source = "attempts and simulator calls"
+        self._timeline = Timeline(self.t0)
+        self._recorder = ExchangeRecorder(self.now)
         self._registry_factory = registry_factory
         self._drops: list[Callable[[], Awaitable[None]]] = []
         self._watched: list[tuple[Process, str, str, Process | None, str]] = []
-        self.http = httpx.AsyncClient(
-            timeout=REQUEST_TIMEOUT,
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
-        )
+        #: every request sent with it is recorded (see :mod:`scenarios.recorder`)
+        self.http = self._recorder.client()
+        self._quiet = httpx.AsyncClient(timeout=REQUEST_TIMEOUT)  # polls the simulator's log
+
+    @property
+    def exchanges(self) -> list[Exchange]:
+        """The exchanges recorded so far, in the order their responses arrived."""
+        return self._recorder.exchanges
+
+    @property
+    def timeline(self) -> list[TimelineMark]:
+        """The timeline's marks (a scenario may append its own)."""
+        return self._timeline.marks
+
+    @property
+    def timeline_source(self) -> str:
+        """What the timeline was built from."""
+        return self._timeline.source
 
     # -- time and checks -------------------------------------------------------------
 
@@ -90,7 +82,7 @@ class ScenarioContext:
 
     def rel(self, unix: float) -> float:
         """Turn a unix time into seconds since the scenario started."""
-        return unix - self.t0
+        return self._timeline.rel(unix)
 
     def expect(self, ok: bool, what: str, detail: str = "") -> None:
         """Record a check; stop the scenario with FAIL when it does not hold."""
@@ -104,7 +96,7 @@ class ScenarioContext:
 
     def action(self, label: str) -> None:
         """Put something the scenario did on the timeline."""
-        self.timeline.append(TimelineMark(self.now(), "scenario", MarkKind.ACTION, label))
+        self._timeline.action(self.now(), label)
 
     # -- processes -------------------------------------------------------------------
 
@@ -138,8 +130,9 @@ class ScenarioContext:
         return path
 
     async def close(self) -> None:
-        """Stop processes, drop databases and close the client."""
+        """Stop processes, drop databases and close the clients."""
         await self.http.aclose()
+        await self._quiet.aclose()
         await self.harness.close()
         for drop in self._drops:
             try:
@@ -161,45 +154,32 @@ class ScenarioContext:
         record: bool = True,
         timeout: float = REQUEST_TIMEOUT,
     ) -> httpx.Response:
-        """Send one request, record the exchange, and return the response."""
+        """Send one request (recorded unless ``record`` is False) and return the response."""
         sent_headers = dict(headers or {})
         if key is not None:
             sent_headers["Authorization"] = f"Bearer {key}"
-        at = self.now()
-        started = time.monotonic()
-        body_text = json.dumps(json_body) if json_body is not None else ""
         try:
-            response = await self.http.request(
-                method, url, json=json_body, headers=sent_headers, timeout=timeout
+            return await self.http.request(
+                method,
+                url,
+                json=json_body,
+                headers=sent_headers,
+                timeout=timeout,
+                extensions=exchange_options(actor, record),
             )
-        except httpx.HTTPError as exc:
-            if record:
-                self.exchanges.append(Exchange(
-                    at=at, elapsed=time.monotonic() - started, actor=actor, method=method,
-                    url=url, status=None, request_headers=_kept(sent_headers),
-                    request_body=body_text[:BODY_LIMIT], error=f"{type(exc).__name__}: {exc}",
-                ))
+        except httpx.RequestError as exc:
+            self._recorder.failed(exc)
             raise
-        if record:
-            self.exchanges.append(Exchange(
-                at=at, elapsed=time.monotonic() - started, actor=actor, method=method, url=url,
-                status=response.status_code, request_headers=_kept(sent_headers),
-                request_body=body_text[:BODY_LIMIT],
-                response_headers=_kept(dict(response.headers)),
-                response_body=response.text[:BODY_LIMIT],
-            ))
-        return response
 
     async def contract(self, gateway: Process, key: str, hedgeable: bool = False) -> str:
         """Pick a contract the gateway offers (a hedgeable one when asked)."""
-        response = await self.request("GET", f"{gateway.base_url}/v1/contracts", key=key,
-                                      record=False)
+        response = await self.request(
+            "GET", f"{gateway.base_url}/v1/contracts", key=key, record=False
+        )
         if response.status_code != 200:
             raise HarnessError(f"GET /v1/contracts answered {response.status_code}")
-        body = response.json()
-        if isinstance(body, dict) and "contracts" in body:
-            body = body["contracts"]
-        names = sorted((str(c["name"]), bool(c.get("hedgeable"))) for c in items_of(body))
+        contracts = listed(response, "contracts")
+        names = sorted((str(c["name"]), bool(c["hedgeable"])) for c in contracts)
         preferred = [n for n, h in names if h or not hedgeable]
         if not preferred:
             raise ScenarioSkipped("no hedgeable contract in the catalog")
@@ -244,21 +224,16 @@ class ScenarioContext:
     async def script(
         self, sim: Process, provider: str | None, behaviours: list[dict[str, Any]], count: int = 1
     ) -> None:
-        """Queue simulator behaviours for ``provider``."""
-        body: dict[str, Any] = {"behaviours": behaviours, "count": count}
-        if provider is not None:
-            body["provider"] = provider
-        response = await self.request("POST", f"{sim.base_url}/_sim/script", actor="scenario",
-                                      json_body=body)
-        if response.status_code >= 300:
-            raise HarnessError(f"/_sim/script refused {body}: {response.text[:300]}")
+        """Queue simulator behaviours for ``provider`` (recorded as the scenario's exchange)."""
+        await SimulatorControl(self.http, sim.base_url).script(provider, *behaviours, count=count)
 
     async def sim_calls(self, sim: Process, provider: str | None = None) -> list[dict[str, Any]]:
         """Return the simulator's call log (for one provider when named)."""
-        response = await self.request("GET", f"{sim.base_url}/_sim/calls", record=False)
-        response.raise_for_status()
-        calls = [c for c in response.json().get("calls", []) if isinstance(c, dict)]
-        return [c for c in calls if provider is None or c.get("provider") == provider]
+        return await SimulatorControl(self._quiet, sim.base_url).calls(provider)
+
+    async def reset_simulator(self, sim: Process) -> None:
+        """Make the simulator forget every call, script and profile override."""
+        await SimulatorControl(self._quiet, sim.base_url).reset()
 
     async def wait_calls(
         self, sim: Process, count: int, timeout: float, provider: str | None = None
@@ -275,13 +250,7 @@ class ScenarioContext:
 
     def observe_unknown(self, job: dict[str, Any], label: str = "") -> None:
         """Mark, at this moment, every attempt the scenario has just seen become unknown."""
-        prefix = f"{label} " if label else ""
-        for attempt in job.get("attempts", []):
-            if attempt.get("state") == "unknown":
-                lane = f"{prefix}attempt {attempt.get('number')} · {attempt.get('provider')}"
-                self.timeline.append(
-                    TimelineMark(self.now(), lane, MarkKind.TIMED_OUT, "seen unknown")
-                )
+        self._timeline.seen_unknown(self.now(), job, label)
 
     def watch(
         self, gateway: Process, key: str, job_id: str, sim: Process | None, label: str = ""
@@ -307,71 +276,31 @@ class ScenarioContext:
         response = await self.request(
             "GET", f"{gateway.base_url}/v1/jobs/{job_id}", key=key, record=False
         )
-        job: dict[str, Any] = response.json() if response.status_code == 200 else {}
-        prefix = f"{label} " if label else ""
+        response.raise_for_status()
+        job: dict[str, Any] = response.json()
         observed = self.now()
-        lanes: dict[str, str] = {}
-        for attempt in job.get("attempts", []):
-            lane = f"{prefix}attempt {attempt.get('number')} · {attempt.get('provider')}"
-            lanes[str(attempt.get("id"))] = lane
-            started = _iso_to_unix(attempt.get("started_at"))
-            finished = _iso_to_unix(attempt.get("finished_at"))
-            state = str(attempt.get("state"))
-            reason = str(attempt.get("reason", ""))
-            if started is not None:
-                self.timeline.append(
-                    TimelineMark(self.rel(started), lane, MarkKind.SENT, f"sent ({reason})")
-                )
-            end = self.rel(finished) if finished is not None else observed
-            if state in ("succeeded", "lost"):
-                self.timeline.append(TimelineMark(end, lane, MarkKind.FINISHED, "finished"))
-            seen = any(m.lane == lane and m.kind is MarkKind.TIMED_OUT for m in self.timeline)
-            if state in _STATE_MARK and not (state == "unknown" and seen):
-                self.timeline.append(TimelineMark(end, lane, _STATE_MARK[state], state))
         events = await self._events(gateway, key, job_id)
-        if events is not None:
-            self.timeline_source = "job events, attempts and simulator calls"
-            for event in events:
-                at = _iso_to_unix(event.get("at"))
-                if at is None:
-                    continue
-                lane = lanes.get(str(event.get("attempt_id")), f"{prefix}job")
-                self.timeline.append(
-                    TimelineMark(self.rel(at), lane, MarkKind.EVENT, str(event.get("kind")))
-                )
-        if sim is not None:
-            for call in await self.sim_calls(sim):
-                ikey = str(call.get("idempotency_key") or "")
-                if job_id not in ikey:
-                    continue
-                lane = f"{prefix}call #{call.get('seq')} · {call.get('provider')}"
-                received = call.get("received_at")
-                finished = call.get("finished_at")
-                if isinstance(received, int | float):
-                    self.timeline.append(
-                        TimelineMark(self.rel(received), lane, MarkKind.CALL_RECEIVED, ikey)
-                    )
-                if isinstance(finished, int | float):
-                    outcome = call.get("outcome") or call.get("status") or ""
-                    self.timeline.append(TimelineMark(
-                        self.rel(finished), lane, MarkKind.CALL_ENDED,
-                        f"{call.get('behaviour')} → {outcome}",
-                    ))
+        calls = await self.sim_calls(sim) if sim is not None else []
+        self._timeline.add_job(observed, job_id, job, events, calls, label)
         return job
 
     async def _events(self, gateway: Process, key: str, job_id: str) -> list[dict[str, Any]] | None:
         response = await self.request(
             "GET", f"{gateway.base_url}/v1/jobs/{job_id}/events", key=key, record=False
         )
-        if response.status_code != 200:
-            return None
-        body = response.json()
-        events = body.get("events", body.get("items")) if isinstance(body, dict) else body
-        return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else None
+        return listed(response, "events") if response.status_code == 200 else None
 
 
-def _kept(headers: dict[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items() if k.lower() in KEPT_HEADERS}
+def listed(response: httpx.Response, key: str) -> list[dict[str, Any]]:
+    """Return the list under ``key`` of a documented listing body; FAIL when it is not there."""
+    body = response.json()
+    items = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise ScenarioFailure(
+            f"{response.request.method} {response.request.url.path} answered without a "
+            f"{key!r} list (docs/api.md): {response.text[:200]}"
+        )
+    return items
 
 
 def _brief(job: dict[str, Any]) -> str:
@@ -395,7 +324,7 @@ def log_dir_for(report_dir: Path, name: str) -> Path:
 
 def winner_of(job: dict[str, Any]) -> dict[str, Any]:
     """Return the attempt named by the job's ``completed_by`` (empty when none)."""
-    for attempt in job.get("attempts", []):
+    for attempt in job["attempts"]:
         if attempt.get("id") == job.get("completed_by"):
             return dict(attempt)
     return {}
@@ -403,14 +332,7 @@ def winner_of(job: dict[str, Any]) -> dict[str, Any]:
 
 def attempt_number(job: dict[str, Any], number: int) -> dict[str, Any]:
     """Return the job's attempt with ``number`` (empty when missing)."""
-    for attempt in job.get("attempts", []):
+    for attempt in job["attempts"]:
         if attempt.get("number") == number:
             return dict(attempt)
     return {}
-
-
-def items_of(body: Any) -> list[dict[str, Any]]:
-    """Return the list in a listing response (``items`` or ``jobs``), or the body if a list."""
-    if isinstance(body, dict):
-        body = body.get("items", body.get("jobs", body.get("attempts", [])))
-    return [i for i in body if isinstance(i, dict)] if isinstance(body, list) else []

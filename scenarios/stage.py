@@ -81,8 +81,7 @@ async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> N
     }
     url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
     await ctx.request("POST", url, json_body=body, record=False)
-    reset = await ctx.request("POST", f"{sim.base_url}/_sim/reset", record=False)
-    reset.raise_for_status()
+    await ctx.reset_simulator(sim)
 
 
 async def post_job(

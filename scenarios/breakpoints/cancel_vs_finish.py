@@ -112,7 +112,7 @@ async def one_round(
         job_id,
         lambda j: (
             j.get("status") in ("succeeded", "cancelled")
-            and all(a.get("state") not in ("starting", "running") for a in j.get("attempts", []))
+            and all(a.get("state") not in ("starting", "running") for a in j["attempts"])
         ),
         CALL_TIME + 10.0,
         f"{label}: the race settles",

@@ -62,9 +62,7 @@ async def cross_instance(ctx: ScenarioContext) -> None:
             15.0,
             f"{gateway.name} sees the job succeed",
         )
-        ctx.expect(
-            len(job.get("attempts", [])) == 1, f"{gateway.name} sees one attempt", brief(job)
-        )
+        ctx.expect(len(job["attempts"]) == 1, f"{gateway.name} sees one attempt", brief(job))
     await ctx.wait_calls(sim, 2, 1.5)
     calls = await ctx.sim_calls(sim)
     ctx.expect(len(calls) == 1, "one provider call from two gateways", f"{len(calls)} calls")

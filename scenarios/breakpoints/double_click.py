@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scenarios.context import ScenarioContext, brief, items_of
+from scenarios.context import ScenarioContext, brief, listed
 from scenarios.harness import Process
 from scenarios.registry import scenario
 from scenarios.stage import concurrent_posts, job_id_of, stage
@@ -61,7 +61,7 @@ async def click_burst(
         15.0,
         f"{clicks} clicks: the job succeeds",
     )
-    ctx.expect(len(job.get("attempts", [])) == 1, f"{clicks} clicks: one attempt", brief(job))
+    ctx.expect(len(job["attempts"]) == 1, f"{clicks} clicks: one attempt", brief(job))
     await ctx.wait_calls(sim, 2, SETTLE)
     calls = [c for c in await ctx.sim_calls(sim) if job_id in str(c.get("idempotency_key"))]
     ctx.expect(
@@ -71,11 +71,7 @@ async def click_burst(
         "GET", f"{gateway.base_url}/v1/jobs?limit=100", key=key, record=False
     )
     if listing.status_code == 200:
-        mine = [
-            j
-            for j in items_of(listing.json())
-            if isinstance(j, dict) and j.get("idempotency_key") == idempotency_key
-        ]
+        mine = [j for j in listed(listing, "jobs") if j["idempotency_key"] == idempotency_key]
         ctx.expect(
             len(mine) == 1,
             f"{clicks} clicks: the job list shows one job for the key",

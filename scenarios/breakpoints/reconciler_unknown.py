@@ -14,7 +14,7 @@ import asyncio
 import json
 from typing import Any
 
-from scenarios.context import ScenarioContext, brief, winner_of
+from scenarios.context import ScenarioContext, brief, listed, winner_of
 from scenarios.harness import Process
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
@@ -198,7 +198,7 @@ async def stored_completions(ctx: ScenarioContext, sim: Process, key: str) -> li
         params={"metadata[onejob_key]": key},
     )
     response.raise_for_status()
-    data: list[Any] = response.json().get("data", [])
+    data: list[Any] = response.json()["data"]
     return data
 
 
@@ -207,7 +207,7 @@ async def resolution(ctx: ScenarioContext, s: Stage, job_id: str) -> dict[str, A
     response = await ctx.request(
         "GET", f"{s.gateway.base_url}/v1/jobs/{job_id}/events", key=s.key, record=False
     )
-    events = response.json().get("events", []) if response.status_code == 200 else []
+    events = listed(response, "events") if response.status_code == 200 else []
     details = [e.get("detail") or {} for e in events if e.get("kind") == "attempt_resolved"]
     return dict(details[0]) if details else {}
 
@@ -225,7 +225,7 @@ async def wait_finding(
             actor="admin",
             record=False,
         )
-        for attempt in response.json().get("attempts", []):
+        for attempt in listed(response, "attempts"):
             if attempt.get("id") == attempt_id and attempt.get("reconciler"):
                 return dict(attempt["reconciler"])
         await asyncio.sleep(0.2)

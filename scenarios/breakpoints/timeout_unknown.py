@@ -110,11 +110,11 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
         s.gateway,
         s.key,
         job_id,
-        lambda j: len(j.get("attempts", [])) > 1 or j.get("status") in ("failed", "succeeded"),
+        lambda j: len(j["attempts"]) > 1 or j.get("status") in ("failed", "succeeded"),
         5.0,
         "the resolution moves the job on",
     )
-    attempts = job.get("attempts", [])
+    attempts = job["attempts"]
     ctx.expect(
         len(attempts) == 2
         and attempts[1].get("reason") == "failover"

@@ -49,7 +49,7 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     ctx.expect(attempt.get("state") == "unknown", "the crashed attempt is unknown", brief(job))
     await asyncio.sleep(LEASE_TTL + 1.0)  # several reaper rounds: a re-run would show now
     job = (await ctx.request("GET", f"{s.gateway.base_url}/v1/jobs/{job_id}", key=s.key)).json()
-    ctx.expect(len(job.get("attempts", [])) == 1, "no new attempt was made", brief(job))
+    ctx.expect(len(job["attempts"]) == 1, "no new attempt was made", brief(job))
     ctx.expect(job.get("status") == "unknown", "the job stays unknown until resolved", brief(job))
     calls = await ctx.sim_calls(s.sim)
     ctx.expect(len(calls) == 1, "the provider was called once, never re-run", f"{len(calls)} calls")

@@ -19,7 +19,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from dispatch_harness import Api, RunningGateway, SimControl, certify, run_gateway, sim_settings
+from dispatch_harness import (
+    Api,
+    RunningGateway,
+    SimControl,
+    certify,
+    open_sim_control,
+    run_gateway,
+    sim_settings,
+)
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from gateway.store import open_store
@@ -69,15 +77,14 @@ async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
     finally:
         await store.close()
-    async with run_simulator(port=0, catalog=contract_catalog) as sim:
-        control = SimControl(sim)
+    async with (
+        run_simulator(port=0, catalog=contract_catalog) as sim,
+        open_sim_control(sim) as control,
+    ):
         settings = _settings(sim, sqlite_url, tmp_path)
         certify(tmp_path / "certs.json", list(settings.providers.values()))
-        try:
-            async with run_gateway(settings) as gw:
-                yield Stack(gw, control, key, admin)
-        finally:
-            await control.close()
+        async with run_gateway(settings) as gw:
+            yield Stack(gw, control, key, admin)
 
 
 def _settings(sim: RunningSimulator, url: str, tmp_path: Path) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from dispatch_harness import SimControl
+from dispatch_harness import SimControl, open_sim_control
 
 from gateway.store import open_store
 from providers.sim_cli import contract_catalog
@@ -27,11 +27,8 @@ async def sim() -> AsyncIterator[RunningSimulator]:
 
 @pytest.fixture
 async def sim_control(sim: RunningSimulator) -> AsyncIterator[SimControl]:
-    control = SimControl(sim)
-    try:
+    async with open_sim_control(sim) as control:
         yield control
-    finally:
-        await control.close()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from gateway.app import ServiceFactory, create_app
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from providers.config import ProviderConfig
+from providers.simulator.control import SimulatorControl
 from providers.simulator.server import RunningSimulator
 
 CONTRACT = "ticket-triage@1"
@@ -196,33 +197,14 @@ class Api:
             await asyncio.sleep(0.05)
 
 
-class SimControl:
-    """The simulator's control API, over HTTP."""
+SimControl = SimulatorControl  # the shipped control client; the tests keep their short name
 
-    def __init__(self, sim: RunningSimulator) -> None:
-        self.client = httpx.AsyncClient(base_url=sim.base_url, timeout=10.0)
 
-    async def script(
-        self, provider: str | None, *behaviours: dict[str, Any], count: int = 1
-    ) -> None:
-        r = await self.client.post(
-            "/_sim/script",
-            json={"provider": provider, "behaviours": list(behaviours), "count": count},
-        )
-        r.raise_for_status()
-
-    async def profiles(self, **profiles: str) -> None:
-        (await self.client.post("/_sim/profiles", json=profiles)).raise_for_status()
-
-    async def calls(self, provider: str | None = None) -> list[dict[str, Any]]:
-        params = {"provider": provider} if provider else {}
-        r = await self.client.get("/_sim/calls", params=params)
-        r.raise_for_status()
-        calls: list[dict[str, Any]] = r.json()["calls"]
-        return calls
-
-    async def close(self) -> None:
-        await self.client.aclose()
+@contextlib.asynccontextmanager
+async def open_sim_control(sim: RunningSimulator) -> AsyncIterator[SimulatorControl]:
+    """Yield the simulator's control client over a client of its own, closed afterwards."""
+    async with httpx.AsyncClient(base_url=sim.base_url, timeout=10.0) as client:
+        yield SimulatorControl(client)
 
 
 def _toml_value(value: Any) -> str:
