@@ -42,12 +42,12 @@ def make_handler(sim_base: str) -> type[http.server.BaseHTTPRequestHandler]:
             if self.path in ("/readyz", "/healthz"):
                 self._send(200, {"ok": True})
             elif self.path == "/v1/contracts":
-                self._send(200, [{"name": "ticket-triage@1", "hedgeable": True}])
+                self._send(200, {"contracts": [{"name": "ticket-triage@1", "hedgeable": True}]})
             elif self.path.startswith("/v1/jobs/"):
                 job = JOBS.get(self.path.rsplit("/", 1)[-1])
                 self._send(200 if job else 404, job or {"title": "not found"})
             elif self.path.startswith("/v1/jobs"):
-                self._send(200, {"items": list(JOBS.values())})
+                self._send(200, {"jobs": list(JOBS.values()), "next_cursor": None})
             else:
                 self._send(404, {"title": "not found"})
 
@@ -62,20 +62,39 @@ def make_handler(sim_base: str) -> type[http.server.BaseHTTPRequestHandler]:
             prompt = contract.render(body["input"])
             answer = httpx.post(
                 f"{sim_base}/chat/completions",
-                json={"model": "sim-gpt", "messages": [
-                    {"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.user}]},
-                headers={"Idempotency-Key": f"{job_id}/1"}, timeout=30,
+                json={
+                    "model": "sim-gpt",
+                    "messages": [
+                        {"role": "system", "content": prompt.system},
+                        {"role": "user", "content": prompt.user},
+                    ],
+                },
+                headers={"Idempotency-Key": f"{job_id}/1"},
+                timeout=30,
             ).json()
             now = "2026-01-01T00:00:00Z"
             job = {
-                "id": job_id, "owner": "alice",
+                "id": job_id,
+                "owner": "alice",
                 "idempotency_key": self.headers.get("idempotency-key", "").strip('"'),
-                "contract": body["contract"], "status": "succeeded", "version": 2,
-                "completed_by": f"{job_id}-a1", "result": answer, "error": None,
-                "attempts": [{"id": f"{job_id}-a1", "number": 1, "provider": "sim-openai",
-                              "reason": "initial", "state": "succeeded", "error": None,
-                              "started_at": now, "finished_at": now}],
+                "contract": body["contract"],
+                "status": "succeeded",
+                "version": 2,
+                "completed_by": f"{job_id}-a1",
+                "result": answer,
+                "error": None,
+                "attempts": [
+                    {
+                        "id": f"{job_id}-a1",
+                        "number": 1,
+                        "provider": "sim-openai",
+                        "reason": "initial",
+                        "state": "succeeded",
+                        "error": None,
+                        "started_at": now,
+                        "finished_at": now,
+                    }
+                ],
             }
             JOBS[job_id] = job
             self._send(201, job, {"location": f"/v1/jobs/{job_id}"})
