@@ -35,8 +35,9 @@ def alive(pid: int) -> bool:
 
 async def start_server(harness: Harness, name: str, delay: float = 0.0) -> tuple[int, int]:
     port = free_port()
-    proc = await harness.spawn(name, [sys.executable, "-c", SERVER, str(port), str(delay)],
-                               port, "/ready")
+    proc = await harness.spawn(
+        name, [sys.executable, "-c", SERVER, str(port), str(delay)], port, "/ready"
+    )
     assert proc.proc is not None
     return port, proc.proc.pid
 
@@ -88,8 +89,10 @@ async def test_crash_then_restart_serves_again_on_the_same_port(tmp_path: Path) 
 
 async def test_run_cli_returns_exit_code_and_output(tmp_path: Path) -> None:
     script = tmp_path / "fake-onejob"
-    script.write_text(f"#!{sys.executable}\nimport sys\nprint('key-' + sys.argv[3])\n"
-                      "sys.exit(0 if sys.argv[1] == 'keys' else 4)\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nprint('key-' + sys.argv[3])\n"
+        "sys.exit(0 if sys.argv[1] == 'keys' else 4)\n"
+    )
     script.chmod(0o755)
     async with Harness(tmp_path / "w", tmp_path / "logs", [str(script)]) as harness:
         assert await harness.create_key("sqlite:///x", "alice") == "key-alice"
