@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from litestar import Litestar
 from litestar.openapi.config import OpenAPIConfig
 
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
 from gateway.http.openapi import SECURITY_COMPONENTS
 from gateway.http.rawpath import raw_path_guard
@@ -26,7 +26,7 @@ from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz,
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, listen_postgres
-from gateway.service import ContractSpec, FailoverPolicy, JobService
+from gateway.service import JobService
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Runtime:
     store: JobStore
     hub: ChangeHub
     catalog: Mapping[str, ContractSpec]
-    certifications: FailoverPolicy
+    certifications: Certifications
     service: JobService
     metrics: Metrics
 
@@ -101,7 +101,7 @@ def _default_catalog() -> Mapping[str, ContractSpec]:
     return load_catalog()
 
 
-def _default_certifications(settings: Settings) -> FailoverPolicy:
+def _default_certifications(settings: Settings) -> Certifications:
     from contracts.registry import CertificationRegistry
 
     return CertificationRegistry(settings.certifications_path)
@@ -112,7 +112,7 @@ def create_app(
     *,
     store: JobStore | None = None,
     catalog: Mapping[str, ContractSpec] | None = None,
-    certifications: FailoverPolicy | None = None,
+    certifications: Certifications | None = None,
     hub: ChangeHub | None = None,
     metrics: Metrics | None = None,
     background: Sequence[ServiceFactory] | None = None,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.domain.records import (
     AddAttemptResult,
@@ -24,6 +25,67 @@ from gateway.domain.records import (
     TransitionResult,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+
+if TYPE_CHECKING:  # data models only: the domain runs without the providers package
+    from providers.base import ProviderRequest
+    from providers.config import ProviderConfig
+
+
+class ContractSpec(Protocol):
+    """What the gateway needs of a contract (``contracts.model.Contract`` is the one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def hedgeable(self) -> bool: ...
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
+
+    @property
+    def output_schema(self) -> Mapping[str, Any]: ...
+
+    def validate_input(self, value: Any) -> list[str]: ...
+
+    def validate_output(self, value: Any) -> list[str]: ...
+
+    def provider_request(
+        self,
+        input: Any,
+        *,
+        model: str,
+        timeout: float,
+        idempotency_key: str | None,
+        max_output_tokens: int | None = None,
+    ) -> ProviderRequest: ...
+
+
+class Verdict(Protocol):
+    """What the certification registry says about one failover, and why."""
+
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class Certifications(Protocol):
+    """The certification seam (DESIGN §6): may ``fallback`` replace ``primary`` for a contract.
+
+    ``contracts.registry.CertificationRegistry`` is the one; it fails closed.
+    """
+
+    def can_failover(
+        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> Verdict:
+        """Decide for ``contract``: a ``ContractSpec`` from the same catalog, which the
+        registry reads further (its fingerprint, its cases)."""
+        ...
 
 
 class JobStore(Protocol):
