@@ -14,7 +14,14 @@ from typing import Any
 
 from gateway.dispatch.routing import Routes
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
-from gateway.domain.ports import Certifications, ContractSpec, JobStore, LocalRunner, Verdict
+from gateway.domain.ports import (
+    ApiKeys,
+    Certifications,
+    ContractSpec,
+    JobStore,
+    LocalRunner,
+    Verdict,
+)
 from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
@@ -92,8 +99,11 @@ class JobService:
         certifications: Certifications | None = None,
         hub: ChangeHub | None = None,
         metrics: Metrics | None = None,
+        keys: ApiKeys | None = None,
     ) -> None:
         self.store = store
+        #: Where API keys live (the store implements both seams).
+        self.keys: ApiKeys = keys if keys is not None else store  # type: ignore[assignment]
         self.settings = settings
         self.catalog = catalog
         self.certifications: Certifications = certifications or NoCertifications()
@@ -146,6 +156,10 @@ class JobService:
         else:
             self.metrics.job_conflicted()
         return result
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked API key, or None."""
+        return await self.keys.authenticate(secret)
 
     async def _create(self, new: NewJob) -> CreateResult:
         """Insert the job; when a local runner is free, claim and start its first attempt.

@@ -27,7 +27,7 @@ from gateway.settings import Settings
 from providers.factory import build_provider
 
 if TYPE_CHECKING:
-    from gateway.app import Runtime
+    from gateway.runtime import Runtime
     from gateway.service import JobService
 
 log = logging.getLogger(__name__)

@@ -223,14 +223,6 @@ class JobStore(Protocol):
         """Append an audit event on its own (e.g. a refused request)."""
         ...
 
-    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
-        """Create a key; return ``(key_id, secret)``. Only the secret's sha256 is stored."""
-        ...
-
-    async def authenticate(self, secret: str) -> Principal | None:
-        """Return the principal of an unrevoked key, or None."""
-        ...
-
     async def prune_jobs(
         self, older_than: dt.datetime, *, batch: int = 1000, dry_run: bool = False
     ) -> int:
@@ -243,6 +235,23 @@ class JobStore(Protocol):
 
     async def close(self) -> None:
         """Dispose of the engine."""
+        ...
+
+
+class ApiKeys(Protocol):
+    """API keys: the principal behind a bearer key (DESIGN R1); only sha256s are stored."""
+
+    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
+        """Create a key; return ``(key_id, secret)``."""
+        ...
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked key, or None (read on every request, so a
+        revoked key is refused at once by every process)."""
+        ...
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke a key; say whether it was active."""
         ...
 
 
