@@ -7,17 +7,15 @@ LISTEN relay - from a list of factories, and stops them in reverse order on shut
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from litestar import Litestar
 from litestar.openapi.config import OpenAPIConfig
 
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
 from gateway.http.openapi import SECURITY_COMPONENTS
 from gateway.http.rawpath import raw_path_guard
@@ -25,68 +23,19 @@ from gateway.http.responses import handle_exception
 from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz, v1_router
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
-from gateway.notify import ChangeHub, listen_postgres
-from gateway.service import ContractSpec, FailoverPolicy, JobService
+from gateway.notify import ChangeHub
+from gateway.runtime import BackgroundService, Runtime, ServiceFactory, postgres_relay
+from gateway.service import JobService
 from gateway.settings import Settings
+from gateway.store.engine import listen_dsn
 
 log = logging.getLogger(__name__)
-
-
-class BackgroundService(Protocol):
-    """Something that runs beside the HTTP server for the app's lifetime."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Runtime:
-    """What a background service may be built from, once the store is open."""
-
-    settings: Settings
-    store: JobStore
-    hub: ChangeHub
-    catalog: Mapping[str, ContractSpec]
-    certifications: FailoverPolicy
-    service: JobService
-    metrics: Metrics
-
-
-#: Builds one background service from the runtime (the dispatcher is wired in here).
-ServiceFactory = Callable[[Runtime], BackgroundService]
-
-
-class PostgresRelay:
-    """Relay ``pg_notify`` from other gateway processes into this process's hub."""
-
-    def __init__(self, database_url: str, hub: ChangeHub) -> None:
-        self._dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        self._hub = hub
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        """Start listening."""
-        self._task = asyncio.create_task(listen_postgres(self._dsn, self._hub, self._stop))
-
-    async def stop(self) -> None:
-        """Stop listening."""
-        self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 5.0)
-
-
-def postgres_relay(runtime: Runtime) -> BackgroundService:
-    """Build the LISTEN relay (PostgreSQL only)."""
-    return PostgresRelay(runtime.settings.database_url, runtime.hub)
 
 
 def default_background(settings: Settings, metrics: Metrics) -> list[ServiceFactory]:
     """Return the background services a served gateway runs: LISTEN relay, dispatcher."""
     factories: list[ServiceFactory] = []
-    if settings.database_url.startswith("postgresql"):
+    if listen_dsn(settings.database_url) is not None:
         factories.append(postgres_relay)
     if settings.dispatcher.enabled:
         from gateway.dispatch.wiring import dispatcher_factory
@@ -101,7 +50,7 @@ def _default_catalog() -> Mapping[str, ContractSpec]:
     return load_catalog()
 
 
-def _default_certifications(settings: Settings) -> FailoverPolicy:
+def _default_certifications(settings: Settings) -> Certifications:
     from contracts.registry import CertificationRegistry
 
     return CertificationRegistry(settings.certifications_path)
@@ -112,7 +61,7 @@ def create_app(
     *,
     store: JobStore | None = None,
     catalog: Mapping[str, ContractSpec] | None = None,
-    certifications: FailoverPolicy | None = None,
+    certifications: Certifications | None = None,
     hub: ChangeHub | None = None,
     metrics: Metrics | None = None,
     background: Sequence[ServiceFactory] | None = None,

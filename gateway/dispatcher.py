@@ -23,11 +23,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from contracts.model import Contract
 from gateway.dispatch.calling import call_provider, output_violations
-from gateway.dispatch.routing import Certifications, Routes, Verdict
+from gateway.dispatch.routing import Routes
 from gateway.domain.clock import Clock, SystemClock
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.domain.records import (
     AddAttemptOutcome,
     AttemptRecord,
@@ -44,7 +43,7 @@ from providers.base import Provider, ProviderRequest, ProviderResult
 from providers.config import ProviderConfig
 from providers.models import model_matches
 
-__all__ = ["Certifications", "Dispatcher", "Verdict"]
+__all__ = ["Dispatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ class Dispatcher:
         hub: ChangeHub,
         providers: Mapping[str, Provider],
         provider_configs: Mapping[str, ProviderConfig],
-        catalog: Mapping[str, Contract],
+        catalog: Mapping[str, ContractSpec],
         certifications: Certifications,
         settings: Settings,
         metrics: Metrics,
@@ -325,7 +324,7 @@ class Dispatcher:
         self,
         job: JobRecord,
         attempt: AttemptRecord,
-        contract: Contract,
+        contract: ContractSpec,
         provider: Provider,
         request: ProviderRequest,
         remaining: float,

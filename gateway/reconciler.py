@@ -31,11 +31,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contracts.model import Contract
 from gateway.dispatch.calling import output_violations
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import Clock, SystemClock
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import ContractSpec, JobStore
 from gateway.domain.records import AttemptRecord, TransitionOutcome, TransitionResult
 from gateway.domain.states import AttemptState
 from gateway.metrics import Metrics, ReconcileOutcome
@@ -94,7 +93,7 @@ class Reconciler:
         *,
         store: JobStore,
         providers: Mapping[str, object],
-        catalog: Mapping[str, Contract],
+        catalog: Mapping[str, ContractSpec],
         routes: Routes,
         settings: Settings,
         metrics: Metrics,

@@ -10,11 +10,18 @@ import dataclasses
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.dispatch.routing import Routes
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
-from gateway.domain.ports import JobStore, LocalRunner
+from gateway.domain.ports import (
+    ApiKeys,
+    Certifications,
+    ContractSpec,
+    JobStore,
+    LocalRunner,
+    Verdict,
+)
 from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
@@ -65,47 +72,6 @@ CERTIFICATE_FIELDS = (
 _ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
-class ContractSpec(Protocol):
-    """What the service needs of a contract (``contracts.catalog.Contract`` fits)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str: ...
-
-    @property
-    def hedgeable(self) -> bool: ...
-
-    @property
-    def input_schema(self) -> Mapping[str, Any]: ...
-
-    @property
-    def output_schema(self) -> Mapping[str, Any]: ...
-
-    def validate_input(self, value: Any) -> list[str]: ...
-
-    def validate_output(self, value: Any) -> list[str]: ...
-
-
-class VerdictLike(Protocol):
-    """A failover decision and why."""
-
-    @property
-    def allowed(self) -> bool: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-class FailoverPolicy(Protocol):
-    """Decide whether a fallback may replace a primary (``CertificationRegistry`` fits)."""
-
-    def can_failover(
-        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
-    ) -> VerdictLike: ...
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Refusal:
     allowed: bool
@@ -117,7 +83,7 @@ class NoCertifications:
 
     def can_failover(
         self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
-    ) -> VerdictLike:
+    ) -> Verdict:
         """Refuse, saying why."""
         return _Refusal(False, "no certification registry is loaded")
 
@@ -130,19 +96,22 @@ class JobService:
         store: JobStore,
         settings: Settings,
         catalog: Mapping[str, ContractSpec],
-        certifications: FailoverPolicy | None = None,
+        certifications: Certifications | None = None,
         hub: ChangeHub | None = None,
         metrics: Metrics | None = None,
+        keys: ApiKeys | None = None,
     ) -> None:
         self.store = store
+        #: Where API keys live (the store implements both seams).
+        self.keys: ApiKeys = keys if keys is not None else store  # type: ignore[assignment]
         self.settings = settings
         self.catalog = catalog
-        self.certifications: FailoverPolicy = certifications or NoCertifications()
+        self.certifications: Certifications = certifications or NoCertifications()
         self.hub = hub
         self.metrics = metrics or Metrics()
         self.routes = Routes(
             settings,
-            catalog,  # type: ignore[arg-type]  # Routes reads only what ContractSpec has
+            catalog,
             settings.providers,
             self.certifications,
         )
@@ -187,6 +156,10 @@ class JobService:
         else:
             self.metrics.job_conflicted()
         return result
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked API key, or None."""
+        return await self.keys.authenticate(secret)
 
     async def _create(self, new: NewJob) -> CreateResult:
         """Insert the job; when a local runner is free, claim and start its first attempt.

@@ -58,10 +58,11 @@ async def run_worker(
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
     from contracts.catalog import load_catalog
     from contracts.registry import CertificationRegistry
-    from gateway.app import PostgresRelay
     from gateway.dispatch.wiring import DispatcherService
     from gateway.notify import ChangeHub
+    from gateway.runtime import PostgresRelay
     from gateway.store import database_is_current, open_store
+    from gateway.store.engine import listen_dsn
 
     if not await database_is_current(settings.database_url):
         print(
@@ -83,8 +84,8 @@ async def run_worker(
 
         start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
     store = await open_store(settings.database_url, hub=hub)
-    relay = PostgresRelay(settings.database_url, hub)
-    pg = settings.database_url.startswith("postgresql")
+    dsn = listen_dsn(settings.database_url)
+    relay = PostgresRelay(dsn, hub) if dsn is not None else None
     service = DispatcherService(
         settings,
         store=store,
@@ -94,7 +95,7 @@ async def run_worker(
         metrics=metrics,
     )
     try:
-        if pg:
+        if relay is not None:
             await relay.start()
         await service.start()
         log.info(
@@ -105,7 +106,7 @@ async def run_worker(
         log.info("worker stopping", extra={"worker_id": settings.instance_id})
     finally:
         await service.stop()
-        if pg:
+        if relay is not None:
             await relay.stop()
         await store.close()
     return 0

@@ -9,8 +9,8 @@ import logging
 import time
 from typing import Any
 
-from contracts.model import Contract
 from gateway.domain.jsontext import find_unstorable
+from gateway.domain.ports import ContractSpec
 from providers.base import (
     DefiniteFailure,
     OutcomeUnknown,
@@ -70,7 +70,7 @@ async def call_provider(
     return CallOutcome(None, error, definite, time.perf_counter() - began)
 
 
-def output_violations(contract: Contract, output: Any) -> list[str]:
+def output_violations(contract: ContractSpec, output: Any) -> list[str]:
     """Say how an answer breaks the contract (or cannot be stored); empty when it keeps it."""
     unstorable = find_unstorable(output)
     return [f"output {unstorable}"] if unstorable else contract.validate_output(output)

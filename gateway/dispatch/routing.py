@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Protocol
 
-from contracts.model import Contract
+from gateway.domain.ports import Certifications, ContractSpec
 from gateway.domain.records import AttemptRecord, JobRecord
 from gateway.domain.states import AttemptReason
 from gateway.settings import Settings
@@ -20,31 +19,13 @@ from providers.config import ProviderConfig
 log = logging.getLogger("onejob.dispatcher")
 
 
-class Verdict(Protocol):
-    """What the certification registry says about one failover."""
-
-    @property
-    def allowed(self) -> bool: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-class Certifications(Protocol):
-    """The certification seam (DESIGN §6): may ``fallback`` replace ``primary`` for a contract."""
-
-    def can_failover(
-        self, contract: Contract, primary: ProviderConfig, fallback: ProviderConfig
-    ) -> Verdict: ...
-
-
 class Routes:
     """Answer routing questions from the settings, the catalog and the registry."""
 
     def __init__(
         self,
         settings: Settings,
-        catalog: Mapping[str, Contract],
+        catalog: Mapping[str, ContractSpec],
         provider_configs: Mapping[str, ProviderConfig],
         certifications: Certifications,
     ) -> None:
@@ -71,7 +52,9 @@ class Routes:
                 allowed.append(name)
         return allowed
 
-    def allows(self, contract: Contract, primary: ProviderConfig, fallback: ProviderConfig) -> bool:
+    def allows(
+        self, contract: ContractSpec, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> bool:
         """Ask the registry; a registry that cannot answer refuses (fail closed)."""
         try:
             return bool(self.certifications.can_failover(contract, primary, fallback).allowed)
@@ -83,7 +66,7 @@ class Routes:
             )
             return False
 
-    def may_send(self, job: JobRecord, attempt: AttemptRecord, contract: Contract) -> bool:
+    def may_send(self, job: JobRecord, attempt: AttemptRecord, contract: ContractSpec) -> bool:
         """Say whether ``attempt`` may still be sent: its provider is the job's primary, or a
         fallback certified for it now (a certificate may expire while the attempt waits)."""
         if attempt.provider == job.provider:
@@ -114,7 +97,7 @@ class Routes:
         return None
 
     def hedge_target(
-        self, job: JobRecord, attempt: AttemptRecord, contract: Contract
+        self, job: JobRecord, attempt: AttemptRecord, contract: ContractSpec
     ) -> str | None:
         """Return the provider a hedge of ``attempt`` would race on, if hedging applies."""
         route = self.settings.route_for(job.contract)

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from contracts.model import Contract
 from gateway.dispatch.routing import Routes
-from gateway.dispatcher import Certifications, Dispatcher
+from gateway.dispatcher import Dispatcher
 from gateway.domain.clock import Clock
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
@@ -28,7 +27,7 @@ from gateway.settings import Settings
 from providers.factory import build_provider
 
 if TYPE_CHECKING:
-    from gateway.app import Runtime
+    from gateway.runtime import Runtime
     from gateway.service import JobService
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ class DispatcherService:
         *,
         store: JobStore,
         hub: ChangeHub,
-        catalog: Mapping[str, Contract],
+        catalog: Mapping[str, ContractSpec],
         certifications: Certifications,
         metrics: Metrics,
         clock: Clock | None = None,
@@ -135,7 +134,7 @@ def build_reconciler(
     *,
     store: JobStore,
     providers: Mapping[str, object],
-    catalog: Mapping[str, Contract],
+    catalog: Mapping[str, ContractSpec],
     certifications: Certifications,
     metrics: Metrics,
     clock: Clock | None = None,
@@ -162,7 +161,7 @@ def dispatcher_factory(
             runtime.settings,
             store=runtime.store,
             hub=runtime.hub,
-            catalog=runtime.catalog,  # type: ignore[arg-type]  # the real catalog: Contracts
+            catalog=runtime.catalog,
             certifications=runtime.certifications,
             metrics=metrics,
             clock=clock,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.domain.records import (
     AddAttemptResult,
@@ -24,6 +25,67 @@ from gateway.domain.records import (
     TransitionResult,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+
+if TYPE_CHECKING:  # data models only: the domain runs without the providers package
+    from providers.base import ProviderRequest
+    from providers.config import ProviderConfig
+
+
+class ContractSpec(Protocol):
+    """What the gateway needs of a contract (``contracts.model.Contract`` is the one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def hedgeable(self) -> bool: ...
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
+
+    @property
+    def output_schema(self) -> Mapping[str, Any]: ...
+
+    def validate_input(self, value: Any) -> list[str]: ...
+
+    def validate_output(self, value: Any) -> list[str]: ...
+
+    def provider_request(
+        self,
+        input: Any,
+        *,
+        model: str,
+        timeout: float,
+        idempotency_key: str | None,
+        max_output_tokens: int | None = None,
+    ) -> ProviderRequest: ...
+
+
+class Verdict(Protocol):
+    """What the certification registry says about one failover, and why."""
+
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class Certifications(Protocol):
+    """The certification seam (DESIGN §6): may ``fallback`` replace ``primary`` for a contract.
+
+    ``contracts.registry.CertificationRegistry`` is the one; it fails closed.
+    """
+
+    def can_failover(
+        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> Verdict:
+        """Decide for ``contract``: a ``ContractSpec`` from the same catalog, which the
+        registry reads further (its fingerprint, its cases)."""
+        ...
 
 
 class JobStore(Protocol):
@@ -161,14 +223,6 @@ class JobStore(Protocol):
         """Append an audit event on its own (e.g. a refused request)."""
         ...
 
-    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
-        """Create a key; return ``(key_id, secret)``. Only the secret's sha256 is stored."""
-        ...
-
-    async def authenticate(self, secret: str) -> Principal | None:
-        """Return the principal of an unrevoked key, or None."""
-        ...
-
     async def prune_jobs(
         self, older_than: dt.datetime, *, batch: int = 1000, dry_run: bool = False
     ) -> int:
@@ -181,6 +235,23 @@ class JobStore(Protocol):
 
     async def close(self) -> None:
         """Dispose of the engine."""
+        ...
+
+
+class ApiKeys(Protocol):
+    """API keys: the principal behind a bearer key (DESIGN R1); only sha256s are stored."""
+
+    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
+        """Create a key; return ``(key_id, secret)``."""
+        ...
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked key, or None (read on every request, so a
+        revoked key is refused at once by every process)."""
+        ...
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke a key; say whether it was active."""
         ...
 
 

@@ -31,7 +31,7 @@ async def authenticate(request: Request[Any, Any, Any]) -> Principal:
     if len(headers) > 1:
         raise Unauthorized("Send one Authorization header.")
     token = bearer_token(headers[0] if headers else None)
-    principal = await request.app.state.service.store.authenticate(token)
+    principal = await request.app.state.service.authenticate(token)
     if principal is None:
         raise Unauthorized("The API key is not valid or was revoked.")
     return principal  # type: ignore[no-any-return]

@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gateway.domain.clock import Clock, IdFactory, SystemClock, UlidFactory
@@ -71,7 +70,6 @@ class StoreBase:
         self._write_lock: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
         )
-        self._insert: Callable[..., Any] = sqlite.insert if self._sqlite else postgresql.insert
         self._insert_job = insert_job_statement(engine.dialect.name)
 
     def _now(self) -> dt.datetime:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +17,6 @@ from gateway.domain.records import (
     TransitionResult,
 )
 from gateway.domain.states import AttemptState, JobStatus
-from gateway.notify import JOBS_CHANNEL
 from gateway.store import pg_round_trips as pg
 from gateway.store.base import Stale, StoreBase
 from gateway.store.rows import (
@@ -27,8 +25,8 @@ from gateway.store.rows import (
     job_record,
 )
 from gateway.store.statements import (
+    CAS_RUNNING,
     FINISH_RUNNING,
-    RUNNING_ATTEMPT,
 )
 from gateway.store.tables import attempts, jobs
 
@@ -45,11 +43,6 @@ def fit(value: str | None) -> str | None:
 
 class Decisions(StoreBase):
     """Decide a job: exactly one attempt (or a cancel) wins."""
-
-    @functools.cached_property
-    def _cas_running(self) -> Any:
-        """The finalize CAS, built once per store (its RETURNING depends on the dialect)."""
-        return self._build_cas_running()
 
     async def _cas(
         self, conn: AsyncConnection, job_id: str, read_version: int, attempt_id: str, result: Any
@@ -142,7 +135,7 @@ class Decisions(StoreBase):
             row: Any
             if self._sqlite:
                 params = {"attempt_id": attempt_id, "result": result, "now": now}
-                job_row = (await conn.execute(self._cas_running, params)).one_or_none()
+                job_row = (await conn.execute(CAS_RUNNING, params)).one_or_none()
             else:  # CAS, the attempt's move, its event and pg_notify: one statement
                 sql = pg.FINALIZE
                 async with pg.raw(conn, sql) as driver:
@@ -195,42 +188,6 @@ class Decisions(StoreBase):
                 job_status=JobStatus.SUCCEEDED,
                 job=decided,
             )
-
-    def _build_cas_running(self) -> Any:
-        """Build the CAS of R5 for a running attempt, in one statement.
-
-        ``UPDATE jobs ... WHERE id = :job AND version = :read_version AND completed_by IS
-        NULL``, where job and read_version are the attempt's own (subqueries on the
-        attempt, which must still be ``running``): no read before it, and the job's row
-        lock is the first lock taken, as in every transition.
-        """
-        return (
-            jobs.update()
-            .where(
-                jobs.c.id == RUNNING_ATTEMPT.with_only_columns(attempts.c.job_id).scalar_subquery(),
-                jobs.c.version
-                == RUNNING_ATTEMPT.with_only_columns(attempts.c.read_version).scalar_subquery(),
-                jobs.c.completed_by.is_(None),
-            )
-            .values(
-                status=JobStatus.SUCCEEDED.value,
-                result=sa.bindparam("result", type_=jobs.c.result.type),
-                error=sa.null(),
-                completed_by=sa.bindparam("attempt_id"),
-                version=jobs.c.version + 1,
-                updated_at=sa.bindparam("now"),
-            )
-            .returning(*jobs.c, *self._notify_job_columns())
-        )
-
-    def _notify_job_columns(self) -> tuple[sa.ColumnElement[Any], ...]:
-        """On PostgreSQL, ``pg_notify`` the job's change from the statement's RETURNING.
-
-        It is delivered at commit like any NOTIFY, and saves a round trip.
-        """
-        if self._sqlite:
-            return ()
-        return (sa.func.pg_notify(JOBS_CHANNEL, jobs.c.id).label("_notified"),)
 
     async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
         """Cancel through CAS: unsent attempts are cancelled, in-flight ones will lose."""

@@ -26,6 +26,14 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def listen_dsn(url: str) -> str | None:
+    """Return the libpq DSN to LISTEN on for ``url``; None for a database without LISTEN."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return None
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """Create the process's engine; on SQLite every transaction takes the write lock at BEGIN.
 

@@ -89,3 +89,27 @@ def insert_events_statement(rows: int) -> Any:
 AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
     api_keys.c.key_hash == sa.bindparam("key_hash"), api_keys.c.revoked_at.is_(None)
 )
+
+#: R5's compare-and-swap for a running attempt, as SQLite runs it (PostgreSQL runs
+#: ``pg_round_trips.FINALIZE``): ``UPDATE jobs ... WHERE id = :job AND version =
+#: :read_version AND completed_by IS NULL``, where job and read_version are the attempt's
+#: own (subqueries on the attempt, which must still be ``running``): no read before it,
+#: and the job's row is the first thing the transaction writes, as in every transition.
+CAS_RUNNING = (
+    jobs.update()
+    .where(
+        jobs.c.id == RUNNING_ATTEMPT.with_only_columns(attempts.c.job_id).scalar_subquery(),
+        jobs.c.version
+        == RUNNING_ATTEMPT.with_only_columns(attempts.c.read_version).scalar_subquery(),
+        jobs.c.completed_by.is_(None),
+    )
+    .values(
+        status=JobStatus.SUCCEEDED.value,
+        result=sa.bindparam("result", type_=jobs.c.result.type),
+        error=sa.null(),
+        completed_by=sa.bindparam("attempt_id"),
+        version=jobs.c.version + 1,
+        updated_at=sa.bindparam("now"),
+    )
+    .returning(*jobs.c)
+)

@@ -20,9 +20,8 @@ from litestar import Litestar
 
 from contracts.catalog import CATALOG_ROOT, load_contract
 from gateway.app import create_app, settings_for_tests
-from gateway.domain.ports import JobStore
+from gateway.domain.ports import ContractSpec, JobStore
 from gateway.http.edge import EdgeProtocol
-from gateway.service import ContractSpec
 from gateway.settings import Settings
 from gateway.store import SqlJobStore, open_store
 from providers.config import ProviderConfig
