@@ -24,36 +24,10 @@ from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz,
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
-from gateway.runtime import BackgroundService, Runtime, ServiceFactory, postgres_relay
-from gateway.service import JobService
+from gateway.runtime import ServiceFactory, default_background, running
 from gateway.settings import Settings
-from gateway.store.engine import listen_dsn
 
 log = logging.getLogger(__name__)
-
-
-def default_background(settings: Settings, metrics: Metrics) -> list[ServiceFactory]:
-    """Return the background services a served gateway runs: LISTEN relay, dispatcher."""
-    factories: list[ServiceFactory] = []
-    if listen_dsn(settings.database_url) is not None:
-        factories.append(postgres_relay)
-    if settings.dispatcher.enabled:
-        from gateway.dispatch.wiring import dispatcher_factory
-
-        factories.append(dispatcher_factory(metrics))
-    return factories
-
-
-def _default_catalog() -> Mapping[str, ContractSpec]:
-    from contracts.catalog import load_catalog
-
-    return load_catalog()
-
-
-def _default_certifications(settings: Settings) -> Certifications:
-    from contracts.registry import CertificationRegistry
-
-    return CertificationRegistry(settings.certifications_path)
 
 
 def create_app(
@@ -79,35 +53,17 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        own_store = store is None
-        if store is None:
-            from gateway.store import open_store
-
-            the_store: JobStore = await open_store(settings.database_url, hub=the_hub)
-        else:
-            the_store = store
-        the_catalog = _default_catalog() if catalog is None else catalog
-        the_certs = _default_certifications(settings) if certifications is None else certifications
-        service = JobService(the_store, settings, the_catalog, the_certs, the_hub, the_metrics)
-        app.state.service = service
-        runtime = Runtime(
-            settings, the_store, the_hub, the_catalog, the_certs, service, the_metrics
-        )
-        started: list[BackgroundService] = []
-        try:
-            for factory in factories:
-                svc = factory(runtime)
-                await svc.start()
-                started.append(svc)
+        async with running(
+            settings,
+            factories,
+            hub=the_hub,
+            metrics=the_metrics,
+            store=store,
+            catalog=catalog,
+            certifications=certifications,
+        ) as runtime:
+            app.state.service = runtime.service
             yield
-        finally:
-            for svc in reversed(started):
-                try:
-                    await svc.stop()
-                except Exception:
-                    log.exception("background service failed to stop: %r", svc)
-            if own_store:
-                await the_store.close()
 
     app = Litestar(
         route_handlers=[

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
@@ -21,6 +22,8 @@ from gateway.store.engine import listen_dsn
 
 if TYPE_CHECKING:
     from gateway.service import JobService
+
+log = logging.getLogger("onejob.runtime")
 
 
 class BackgroundService(Protocol):
@@ -74,3 +77,76 @@ def postgres_relay(runtime: Runtime) -> BackgroundService:
     dsn = listen_dsn(runtime.settings.database_url)
     assert dsn is not None, "the relay is only wired for a database with LISTEN"
     return PostgresRelay(dsn, runtime.hub)
+
+
+def default_background(
+    settings: Settings, metrics: Metrics, *, dispatcher: bool | None = None
+) -> list[ServiceFactory]:
+    """Return the background services a process runs: the LISTEN relay, the dispatcher
+    (with the reconciler beside it) unless ``dispatcher`` (default: the settings) says no."""
+    factories: list[ServiceFactory] = []
+    if listen_dsn(settings.database_url) is not None:
+        factories.append(postgres_relay)
+    if settings.dispatcher.enabled if dispatcher is None else dispatcher:
+        from gateway.dispatch.wiring import dispatcher_factory
+
+        factories.append(dispatcher_factory(metrics))
+    return factories
+
+
+def _default_catalog() -> Mapping[str, ContractSpec]:
+    from contracts.catalog import load_catalog
+
+    return load_catalog()
+
+
+def _default_certifications(settings: Settings) -> Certifications:
+    from contracts.registry import CertificationRegistry
+
+    return CertificationRegistry(settings.certifications_path)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    settings: Settings,
+    factories: Sequence[ServiceFactory],
+    *,
+    hub: ChangeHub,
+    metrics: Metrics,
+    store: JobStore | None = None,
+    catalog: Mapping[str, ContractSpec] | None = None,
+    certifications: Certifications | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open the store, build the service and start the background services; undo on exit.
+
+    The one composition path: ``create_app``'s lifespan (``onejob serve``) and
+    ``onejob worker`` both run inside it. An injected ``store`` is used as is, not closed.
+    """
+    from gateway.service import JobService
+
+    own_store = store is None
+    if store is None:
+        from gateway.store import open_store
+
+        the_store: JobStore = await open_store(settings.database_url, hub=hub)
+    else:
+        the_store = store
+    the_catalog = _default_catalog() if catalog is None else catalog
+    the_certs = _default_certifications(settings) if certifications is None else certifications
+    service = JobService(the_store, settings, the_catalog, the_certs, hub, metrics)
+    runtime = Runtime(settings, the_store, hub, the_catalog, the_certs, service, metrics)
+    started: list[BackgroundService] = []
+    try:
+        for factory in factories:
+            svc = factory(runtime)
+            await svc.start()
+            started.append(svc)
+        yield runtime
+    finally:
+        for svc in reversed(started):
+            try:
+                await svc.stop()
+            except Exception:
+                log.exception("background service failed to stop: %r", svc)
+        if own_store:
+            await the_store.close()

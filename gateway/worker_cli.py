@@ -56,13 +56,9 @@ async def run_worker(
     settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
 ) -> int:
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
-    from contracts.catalog import load_catalog
-    from contracts.registry import CertificationRegistry
-    from gateway.dispatch.wiring import DispatcherService
     from gateway.notify import ChangeHub
-    from gateway.runtime import PostgresRelay
-    from gateway.store import database_is_current, open_store
-    from gateway.store.engine import listen_dsn
+    from gateway.runtime import default_background, running
+    from gateway.store import database_is_current
 
     if not await database_is_current(settings.database_url):
         print(
@@ -83,32 +79,16 @@ async def run_worker(
         from prometheus_client import start_http_server
 
         start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
-    store = await open_store(settings.database_url, hub=hub)
-    dsn = listen_dsn(settings.database_url)
-    relay = PostgresRelay(dsn, hub) if dsn is not None else None
-    service = DispatcherService(
-        settings,
-        store=store,
-        hub=hub,
-        catalog=load_catalog(),
-        certifications=CertificationRegistry(settings.certifications_path),
-        metrics=metrics,
-    )
-    try:
-        if relay is not None:
-            await relay.start()
-        await service.start()
+    # The same composition as `onejob serve`, without the HTTP server: the dispatcher runs
+    # whatever `[dispatcher] enabled` says, since running it is the worker's whole job.
+    factories = default_background(settings, metrics, dispatcher=True)
+    async with running(settings, factories, hub=hub, metrics=metrics):
         log.info(
             "worker started",
             extra={"worker_id": settings.instance_id, "runners": settings.dispatcher.runners},
         )
         await stop.wait()
         log.info("worker stopping", extra={"worker_id": settings.instance_id})
-    finally:
-        await service.stop()
-        if relay is not None:
-            await relay.stop()
-        await store.close()
     return 0
 
 
