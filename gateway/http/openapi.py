@@ -9,13 +9,25 @@ for, that puts the struct's schema into the document as the request body.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from litestar.di import Provide
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import (
+    Components,
+    Example,
+    Operation,
+    Parameter,
+    Reference,
+    RequestBody,
+    SecurityScheme,
+)
+
+from contracts.catalog import CATALOG_ROOT
 
 PROBLEM_JSON = "application/problem+json"
 BEARER = "bearer"
@@ -64,6 +76,11 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
     }
 
 
+def answer(struct: type[msgspec.Struct], description: str) -> ResponseSpec:
+    """Document a JSON success answer of shape ``struct`` (the handler builds the same JSON)."""
+    return ResponseSpec(data_container=struct, description=description, generate_examples=False)
+
+
 def body_doc(struct: type[msgspec.Struct]) -> Mapping[str, Provide]:
     """Return a dependency that documents ``struct`` as the request body (never resolved)."""
 
@@ -72,3 +89,40 @@ def body_doc(struct: type[msgspec.Struct]) -> Mapping[str, Provide]:
 
     documented.__annotations__ = {"data": struct, "return": None}
     return {"request_body_schema": Provide(documented, sync_to_thread=False)}
+
+
+#: The catalog case the create request's example is made of.
+EXAMPLE_CONTRACT, EXAMPLE_VERSION = "ticket-triage", 1
+
+
+def create_job_examples() -> dict[str, Example | Reference]:
+    """Return the create request example: the first case of the ticket-triage contract."""
+    with (CATALOG_ROOT / EXAMPLE_CONTRACT / "cases.jsonl").open(encoding="utf-8") as cases:
+        case = json.loads(cases.readline())
+    example = Example(
+        summary=f"{EXAMPLE_CONTRACT} case {case['id']}",
+        value={"contract": f"{EXAMPLE_CONTRACT}@{EXAMPLE_VERSION}", "input": case["input"]},
+    )
+    return {case["id"]: example}
+
+
+@dataclass
+class CreateJobOperation(Operation):
+    """``POST /v1/jobs`` as documented: the ``Idempotency-Key`` required, a catalog example.
+
+    The handler reads the header itself, after authentication (a missing key is a 400
+    only for a known caller), so Litestar must not enforce it; the document still says
+    it is required.
+    """
+
+    def __post_init__(self) -> None:
+        for parameter in self.parameters or ():
+            if isinstance(parameter, Parameter) and parameter.name == IDEMPOTENCY_KEY:
+                parameter.required = True
+        if isinstance(self.request_body, RequestBody):
+            json_body = self.request_body.content.get("application/json")
+            if json_body is not None:
+                json_body.examples = create_job_examples()
+
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
