@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+from litestar._openapi.schema_generation.plugins.struct import StructSchemaPlugin
 from litestar.di import Provide
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
@@ -24,10 +25,15 @@ from litestar.openapi.spec import (
     Parameter,
     Reference,
     RequestBody,
+    Schema,
     SecurityScheme,
 )
+from litestar.typing import FieldDefinition
 
 from contracts.catalog import CATALOG_ROOT
+
+if TYPE_CHECKING:
+    from litestar._openapi.schema_generation import SchemaCreator
 
 PROBLEM_JSON = "application/problem+json"
 BEARER = "bearer"
@@ -126,3 +132,33 @@ class CreateJobOperation(Operation):
 
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
+#: What ``idempotency.parse_idempotency_key`` accepts: a token, or an sf-string of 1-255.
+IDEMPOTENCY_KEY_PATTERN = (
+    r"^(?:[!#$%&'*+.^_`|~0-9A-Za-z:/-]{1,255}"
+    r'|"(?:[ !#-\[\]-~]|\\["\\]){1,255}")$'
+)
+
+
+class StrictStructSchemaPlugin(StructSchemaPlugin):
+    """Say ``additionalProperties: false`` for structs that refuse unknown fields.
+
+    Litestar's own struct plugin leaves it out, so a schema-valid body with an extra
+    member would be refused by a route the document says accepts it.
+    """
+
+    def is_plugin_supported_field(self, field_definition: FieldDefinition) -> bool:
+        """Take the structs with ``forbid_unknown_fields``; leave the rest to Litestar."""
+        type_ = field_definition.type_
+        return (
+            isinstance(type_, type)
+            and issubclass(type_, msgspec.Struct)
+            and type_.__struct_config__.forbid_unknown_fields
+        )
+
+    def to_openapi_schema(
+        self, field_definition: FieldDefinition, schema_creator: SchemaCreator
+    ) -> Schema:
+        """Build Litestar's schema of the struct, closed to other members."""
+        schema = super().to_openapi_schema(field_definition, schema_creator)
+        schema.additional_properties = False
+        return schema

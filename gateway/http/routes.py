@@ -17,6 +17,7 @@ from gateway.http.auth import authenticate, authenticate_admin
 from gateway.http.bodies import AttemptBody, CreateJobBody, ResolveBody, read_body
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
+    IDEMPOTENCY_KEY_PATTERN,
     SECURITY,
     CreateJobOperation,
     answer,
@@ -60,6 +61,7 @@ IdempotencyKeyHeader = Annotated[
     HeaderParameter(
         name="Idempotency-Key",
         description='Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.',
+        schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
     ),
 ]
 PreferHeader = Annotated[
