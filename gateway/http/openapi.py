@@ -58,7 +58,7 @@ class Problem(msgspec.Struct):
 
 
 _WHY: dict[int, str] = {
-    400: "Malformed request: JSON, Idempotency-Key, query parameter or cursor",
+    400: "Malformed request: JSON, Idempotency-Key, query parameter, cursor, encoded slash",
     401: "No valid API key (``WWW-Authenticate: Bearer``)",
     403: "The key lacks the admin scope",
     404: "No such job or attempt for this caller",

@@ -145,7 +145,7 @@ async def create_job(
     return response
 
 
-@get("/jobs/{job_id:str}", responses={200: answer(JobView, "The job"), **problems(404)})
+@get("/jobs/{job_id:str}", responses={200: answer(JobView, "The job"), **problems(400, 404)})
 async def get_job(
     request: Request[Any, Any, Any],
     principal: Caller,
@@ -159,7 +159,7 @@ async def get_job(
     return job_response(job, headers=headers or None)
 
 
-@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(404)})
+@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(400, 404)})
 async def job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -208,7 +208,7 @@ async def add_attempt(
 @post(
     "/jobs/{job_id:str}/cancel",
     status_code=200,
-    responses={200: answer(JobView, "The job is cancelled"), **problems(404, 409)},
+    responses={200: answer(JobView, "The job is cancelled"), **problems(400, 404, 409)},
 )
 async def cancel_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
@@ -241,7 +241,10 @@ async def admin_attempts(
     return Response(content={"attempts": views})
 
 
-@get("/jobs/{job_id:str}", responses={200: answer(JobView, "The job"), **problems(403, 404)})
+@get(
+    "/jobs/{job_id:str}",
+    responses={200: answer(JobView, "The job"), **problems(400, 403, 404)},
+)
 async def admin_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -250,7 +253,7 @@ async def admin_job(
     return job_response(await service_of(request).get_any_job(principal, job_id))
 
 
-@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(403, 404)})
+@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(400, 403, 404)})
 async def admin_job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
