@@ -17,7 +17,7 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
-from gateway.http.openapi import SECURITY_COMPONENTS
+from gateway.http.openapi import SECURITY_COMPONENTS, StrictStructSchemaPlugin
 from gateway.http.rawpath import raw_path_guard
 from gateway.http.responses import handle_exception
 from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz, v1_router
@@ -84,6 +84,7 @@ def create_app(
             description=_DESCRIPTION,
             components=SECURITY_COMPONENTS,
         ),
+        plugins=[StrictStructSchemaPlugin()],
         debug=False,
         logging_config=None,  # gateway.logging configures JSON lines; Litestar must not
     )

@@ -12,10 +12,18 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, HeaderParameter, QueryParameter
 
 from gateway.domain.records import CreateOutcome, Principal
+from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.auth import authenticate, authenticate_admin
 from gateway.http.bodies import AttemptBody, CreateJobBody, ResolveBody, read_body
 from gateway.http.idempotency import HEADER, parse_idempotency_key
-from gateway.http.openapi import SECURITY, body_doc, problems
+from gateway.http.openapi import (
+    IDEMPOTENCY_KEY_PATTERN,
+    SECURITY,
+    CreateJobOperation,
+    answer,
+    body_doc,
+    problems,
+)
 from gateway.http.responses import (
     NOT_READY,
     attempt_response,
@@ -24,6 +32,18 @@ from gateway.http.responses import (
     job_response,
     problem,
     resolve_response,
+)
+from gateway.http.schemas import (
+    AddedAttemptView,
+    AdminAttempts,
+    Certifications,
+    Contracts,
+    Health,
+    JobEvents,
+    JobPage,
+    JobView,
+    Me,
+    Resolved,
 )
 from gateway.http.views import admin_attempt_view, event_view, job_view
 from gateway.logging import JOB_ID_SCOPE_KEY
@@ -41,16 +61,22 @@ IdempotencyKeyHeader = Annotated[
     HeaderParameter(
         name="Idempotency-Key",
         description='Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.',
+        schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
     ),
 ]
 PreferHeader = Annotated[
     str | None,
     HeaderParameter(name="Prefer", description="wait=N (N <= 60): answer once the job settles."),
 ]
+EVENTS = answer(JobEvents, "The audit trail, oldest first")
 JOB_REPLAYED = ResponseSpec(
-    data_container=None,
+    data_container=JobView,
+    generate_examples=False,
     description="A replay: this Idempotency-Key already made this job (Idempotent-Replayed: true)",
 )
+#: The filters' values, documented; checked by the service after authentication (400).
+STATUS_ENUM: dict[str, Any] = {"enum": [s.value for s in JobStatus]}
+STATE_ENUM: dict[str, Any] = {"enum": [s.value for s in AttemptState]}
 #: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced.
 LIMIT_PATTERN = r"^[1-9][0-9]{0,3}$"
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
@@ -91,7 +117,12 @@ async def _maybe_wait(
     "/jobs",
     status_code=201,
     dependencies=body_doc(CreateJobBody),
-    responses={200: JOB_REPLAYED, **problems(400, 409, 413, 422)},
+    operation_class=CreateJobOperation,
+    responses={
+        201: answer(JobView, "The job was created"),
+        200: JOB_REPLAYED,
+        **problems(400, 409, 413, 422),
+    },
 )
 async def create_job(
     request: Request[Any, Any, Any],
@@ -114,7 +145,7 @@ async def create_job(
     return response
 
 
-@get("/jobs/{job_id:str}", responses=problems(404))
+@get("/jobs/{job_id:str}", responses={200: answer(JobView, "The job"), **problems(400, 404)})
 async def get_job(
     request: Request[Any, Any, Any],
     principal: Caller,
@@ -128,7 +159,7 @@ async def get_job(
     return job_response(job, headers=headers or None)
 
 
-@get("/jobs/{job_id:str}/events", responses=problems(404))
+@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(400, 404)})
 async def job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -138,11 +169,11 @@ async def job_events(
     return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 
-@get("/jobs", responses=problems(400))
+@get("/jobs", responses={200: answer(JobPage, "A page of jobs"), **problems(400)})
 async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
-    status: FromQuery[str | None] = None,
+    status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
     limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
     cursor: FromQuery[str | None] = None,
 ) -> Response[Any]:
@@ -157,7 +188,10 @@ async def list_jobs(
     "/jobs/{job_id:str}/attempts",
     status_code=202,
     dependencies=body_doc(AttemptBody),
-    responses=problems(400, 404, 409, 413, 422),
+    responses={
+        202: answer(AddedAttemptView, "The attempt was added"),
+        **problems(400, 404, 409, 413, 422),
+    },
 )
 async def add_attempt(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
@@ -171,7 +205,11 @@ async def add_attempt(
     return attempt_response(result, job)
 
 
-@post("/jobs/{job_id:str}/cancel", status_code=200, responses=problems(404, 409))
+@post(
+    "/jobs/{job_id:str}/cancel",
+    status_code=200,
+    responses={200: answer(JobView, "The job is cancelled"), **problems(400, 404, 409)},
+)
 async def cancel_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -180,17 +218,19 @@ async def cancel_job(
     return cancel_response(await service_of(request).cancel(principal, job_id))
 
 
-@get("/contracts", responses=problems())
+@get("/contracts", responses={200: answer(Contracts, "The contracts"), **problems()})
 async def list_contracts(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """List the contracts a client may name, with their routes."""
     return Response(content={"contracts": service_of(request).contracts()})
 
 
-@get("/attempts", responses=problems(400, 403))
+@get("/attempts", responses={200: answer(AdminAttempts, "The attempts"), **problems(400, 403)})
 async def admin_attempts(
     request: Request[Any, Any, Any],
     principal: Caller,
-    attempt_state: Annotated[str | None, QueryParameter(name="state")] = None,
+    attempt_state: Annotated[
+        str | None, QueryParameter(name="state", schema_extra=STATE_ENUM)
+    ] = None,
     limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
@@ -201,7 +241,10 @@ async def admin_attempts(
     return Response(content={"attempts": views})
 
 
-@get("/jobs/{job_id:str}", responses=problems(403, 404))
+@get(
+    "/jobs/{job_id:str}",
+    responses={200: answer(JobView, "The job"), **problems(400, 403, 404)},
+)
 async def admin_job(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -210,7 +253,7 @@ async def admin_job(
     return job_response(await service_of(request).get_any_job(principal, job_id))
 
 
-@get("/jobs/{job_id:str}/events", responses=problems(403, 404))
+@get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(400, 403, 404)})
 async def admin_job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
 ) -> Response[Any]:
@@ -226,7 +269,10 @@ async def admin_job_events(
     "/attempts/{attempt_id:str}/resolve",
     status_code=200,
     dependencies=body_doc(ResolveBody),
-    responses=problems(400, 403, 404, 409, 413, 422),
+    responses={
+        200: answer(Resolved, "The attempt was resolved"),
+        **problems(400, 403, 404, 409, 413, 422),
+    },
 )
 async def admin_resolve(
     request: Request[Any, Any, Any], principal: Caller, attempt_id: FromPath[str]
@@ -240,13 +286,16 @@ async def admin_resolve(
     return resolve_response(result)
 
 
-@get("/me", responses=problems())
+@get("/me", responses={200: answer(Me, "The caller"), **problems()})
 async def who_am_i(principal: Caller) -> Response[Any]:
     """Say whose key this is and what it may do (the console asks before showing admin views)."""
     return Response(content={"owner": principal.owner_id, "scopes": sorted(principal.scopes)})
 
 
-@get("/certifications", responses=problems())
+@get(
+    "/certifications",
+    responses={200: answer(Certifications, "The failover matrix"), **problems()},
+)
 async def list_certifications(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """Show the effective failover matrix: which fallback may replace which primary."""
     return Response(content={"certifications": service_of(request).certifications_matrix()})
@@ -259,7 +308,7 @@ async def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     return Response(content=body, media_type=METRICS_MEDIA_TYPE)
 
 
-@get("/healthz")
+@get("/healthz", responses={200: answer(Health, "Alive: ok")})
 async def healthz() -> Response[Any]:
     """Say the process is alive."""
     return Response(content={"status": "ok"})
@@ -270,7 +319,7 @@ async def healthz_head() -> None:
     """Say the process is alive, without a body (load balancers' HEAD probes)."""
 
 
-@get("/readyz", responses={503: problems()[503]})
+@get("/readyz", responses={200: answer(Health, "Ready"), 503: problems()[503]})
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     """Say whether the database answers."""
     try:

@@ -82,3 +82,42 @@ async def test_metrics_say_charset_once_and_head_healthz_answers(
     head = await client.head("/healthz")
     assert head.status_code == 200
     assert head.content == b""
+
+
+async def test_the_document_declares_filters_enums_the_key_header_and_a_catalog_example(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = await _doc(client)
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    (status,) = [p for p in paths["/v1/jobs"]["get"]["parameters"] if p["name"] == "status"]
+    assert set(status["schema"]["enum"]) == {
+        "queued",
+        "running",
+        "unknown",
+        "succeeded",
+        "failed",
+        "cancelled",
+    }
+    (state,) = [p for p in paths["/v1/admin/attempts"]["get"]["parameters"] if p["name"] == "state"]
+    assert "lost" in state["schema"]["enum"] and "queued" not in state["schema"]["enum"]
+    assert schemas["JobStatus"]["enum"] == status["schema"]["enum"]
+    assert set(schemas["AttemptState"]["enum"]) == set(state["schema"]["enum"])
+    create = paths["/v1/jobs"]["post"]
+    (key,) = [p for p in create["parameters"] if p["name"] == "Idempotency-Key"]
+    assert key["required"] is True
+    (example,) = create["requestBody"]["content"]["application/json"]["examples"].values()
+    assert example["value"]["contract"] == "ticket-triage@1"
+    assert example["value"]["input"]["ticket_id"] == "SUP-40100"
+
+
+async def test_every_success_answer_names_its_struct_not_an_empty_schema(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = await _doc(client)
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            for status, answer in op["responses"].items():
+                if not status.startswith("2") or path == "/metrics" or method == "head":
+                    continue
+                schema = answer["content"]["application/json"]["schema"]
+                assert schema.get("$ref", "").startswith("#/components/schemas/"), (path, status)

@@ -1,0 +1,191 @@
+"""The typed response bodies: what each route answers, as the OpenAPI document shows it.
+
+Handlers build their JSON with the plain views of ``views`` (cheaper on the hot path than
+building a struct and encoding it); these structs say the same shapes to the document, and
+``tests/integration/http/test_response_schemas.py`` converts real answers to them, strictly
+and with unknown fields refused, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True):
+    """A response body: every field always present (``None`` shown as ``null``)."""
+
+
+class AttemptView(Strict):
+    """One attempt, as its job's owner sees it."""
+
+    id: str
+    number: int
+    provider: str
+    reason: AttemptReason
+    state: AttemptState
+    error: dict[str, Any] | None
+    #: RFC 3339 UTC, e.g. ``2026-03-03T09:15:00.000Z``.
+    started_at: str | None
+    finished_at: str | None
+
+
+class JobView(Strict):
+    """A job with its attempts (DESIGN §4)."""
+
+    id: str
+    owner: str
+    idempotency_key: str
+    contract: str
+    provider: str
+    status: JobStatus
+    version: int
+    #: The attempt whose result is the job's result.
+    completed_by: str | None
+    result: Any
+    error: dict[str, Any] | None
+    created_at: str | None
+    updated_at: str | None
+    attempts: list[AttemptView]
+
+
+class AddedAttemptView(JobView):
+    """``POST /v1/jobs/{id}/attempts``: the job, and the attempt just added."""
+
+    attempt_id: str | None
+
+
+class JobPage(Strict):
+    """One page of the caller's jobs, newest first."""
+
+    jobs: list[JobView]
+    #: Pass as ``cursor`` for the next page; ``null``: this was the last.
+    next_cursor: str | None
+
+
+class EventView(Strict):
+    """One audit event."""
+
+    id: int
+    kind: str
+    attempt_id: str | None
+    detail: dict[str, Any]
+    at: str | None
+
+
+class JobEvents(Strict):
+    """A job's audit trail, oldest first."""
+
+    job_id: str
+    events: list[EventView]
+
+
+class ReconcilerView(msgspec.Struct):
+    """What the reconciler last found asking the provider (absent members: not known)."""
+
+    last_checked_at: str | None = None
+    finding: str | None = None
+    completion_id: str | None = None
+    message: str | None = None
+
+
+class AdminAttemptView(AttemptView):
+    """One attempt, as an admin sees it: with its job, owner and timing details."""
+
+    job_id: str
+    owner: str | None
+    contract: str | None
+    downstream_key: str | None
+    provider_request_id: str | None
+    reported_model: str | None
+    lease_owner: str | None
+    deadline_at: str | None
+    created_at: str | None
+    reconciler: ReconcilerView | None
+
+
+class AdminAttempts(Strict):
+    """Attempts in a state, all owners."""
+
+    attempts: list[AdminAttemptView]
+
+
+class Resolved(Strict):
+    """``POST /v1/admin/attempts/{id}/resolve``: the attempt as resolved, and its job."""
+
+    attempt: AdminAttemptView | None
+    job: JobView | None
+
+
+class ContractRoute(Strict):
+    """Where a contract's jobs go: the primary, then the fallbacks in order."""
+
+    primary: str
+    fallbacks: list[str]
+
+
+class ContractView(Strict):
+    """A contract a client may name."""
+
+    name: str
+    description: str
+    hedgeable: bool
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    route: ContractRoute | None
+
+
+class Contracts(Strict):
+    """The contracts of the catalog."""
+
+    contracts: list[ContractView]
+
+
+class CertificationRow(Strict):
+    """May ``fallback`` replace ``primary`` for ``contract``, and why."""
+
+    contract: str
+    primary: str
+    fallback: str
+    allowed: bool
+    reason: str
+    detail: str
+    fingerprint: str | None
+    primary_certificate: dict[str, Any] | None
+    fallback_certificate: dict[str, Any] | None
+
+
+class Certifications(Strict):
+    """The effective failover matrix."""
+
+    certifications: list[CertificationRow]
+
+
+class Me(Strict):
+    """Whose key this is and what it may do."""
+
+    owner: str
+    scopes: list[str]
+
+
+class Health(Strict):
+    """The process is alive (``ok``) or the database answers (``ready``)."""
+
+    status: str
+
+
+RESPONSE_BODIES: tuple[type[msgspec.Struct], ...] = (
+    JobView,
+    AddedAttemptView,
+    JobPage,
+    JobEvents,
+    AdminAttempts,
+    Resolved,
+    Contracts,
+    Certifications,
+    Me,
+    Health,
+)
