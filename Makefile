@@ -23,7 +23,8 @@ test: $(STAMP)
 
 ## Lint and type-check the packages
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gateway providers contracts scenarios reports
+	$(VENV)/bin/ruff check gateway providers contracts scenarios reports tests
+	$(VENV)/bin/ruff format --check gateway providers contracts scenarios reports tests
 	$(VENV)/bin/mypy
 
 ## Delete the local SQLite database

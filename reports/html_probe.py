@@ -11,8 +11,14 @@ from pathlib import Path
 from typing import Any
 
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
 )
 CHROMIUM_TIMEOUT = 60  # seconds one Chromium run may take
 VIRTUAL_TIME = 3000  # milliseconds of page time before the DOM is dumped
@@ -45,7 +51,10 @@ def chromium_binary() -> str | None:
 def _run(binary: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [binary, *FLAGS, f"--user-data-dir={home / 'profile'}", *args],
-        capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT, check=False,
+        capture_output=True,
+        text=True,
+        timeout=CHROMIUM_TIMEOUT,
+        check=False,
         env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
     )
 
@@ -59,8 +68,9 @@ def probe_report(html: str) -> list[dict[str, Any]]:
         home = Path(tmp)
         page = home / "probe.html"
         page.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-        done = _run(binary, home, f"--virtual-time-budget={VIRTUAL_TIME}", "--dump-dom",
-                    page.as_uri())
+        done = _run(
+            binary, home, f"--virtual-time-budget={VIRTUAL_TIME}", "--dump-dom", page.as_uri()
+        )
     found = _RESULT.search(done.stdout)
     if not found:
         raise ProbeError(f"no measurements from Chromium: {done.stderr[-500:]}")
@@ -74,8 +84,13 @@ def screenshot(html_path: Path, png_path: Path, width: int = 1024, height: int =
     if binary is None:
         raise ProbeError("chromium is not installed")
     with tempfile.TemporaryDirectory(prefix="onejob-shot-") as tmp:
-        done = _run(binary, Path(tmp), f"--screenshot={png_path}",
-                    f"--window-size={width},{height}", html_path.resolve().as_uri())
+        done = _run(
+            binary,
+            Path(tmp),
+            f"--screenshot={png_path}",
+            f"--window-size={width},{height}",
+            html_path.resolve().as_uri(),
+        )
     if not png_path.exists():
         raise ProbeError(f"no screenshot from Chromium: {done.stderr[-500:]}")
     return png_path

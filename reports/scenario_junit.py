@@ -9,8 +9,7 @@ SUITE_NAME = "onejob.scenarios"
 
 
 def _case(r: ScenarioResult, database: str) -> JunitCase:
-    checks = "\n".join(f"{'ok ' if c.ok else 'NOT'} {c.what} {c.detail}".rstrip()
-                       for c in r.checks)
+    checks = "\n".join(f"{'ok ' if c.ok else 'NOT'} {c.what} {c.detail}".rstrip() for c in r.checks)
     return JunitCase(
         name=r.name,
         classname=f"{SUITE_NAME}.{database}",

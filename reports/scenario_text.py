@@ -33,8 +33,10 @@ def markdown(report: RunReport) -> str:
         "|---|---|---:|---|",
     ]
     for r in report.results:
-        lines.append(f"| [{r.name}](#{r.name}) | {VERDICT_ICONS[r.verdict]} {r.verdict.value} | "
-                     f"{r.duration:.1f} | {_cell(r.reason.splitlines()[0] if r.reason else '')} |")
+        lines.append(
+            f"| [{r.name}](#{r.name}) | {VERDICT_ICONS[r.verdict]} {r.verdict.value} | "
+            f"{r.duration:.1f} | {_cell(r.reason.splitlines()[0] if r.reason else '')} |"
+        )
     for r in report.results:
         lines += ["", *_section(r)]
     return "\n".join(lines) + "\n"
@@ -52,12 +54,18 @@ def _section(r: ScenarioResult) -> list[str]:
         lines += [f"> {_cell(r.reason)}", ""]
     if r.checks:
         lines += ["**Checks**", ""]
-        lines += [f"- {'✔' if c.ok else '✘'} {c.what}" + (f" — {c.detail}" if c.detail else "")
-                  for c in r.checks]
+        lines += [
+            f"- {'✔' if c.ok else '✘'} {c.what}" + (f" — {c.detail}" if c.detail else "")
+            for c in r.checks
+        ]
         lines.append("")
     if r.timeline:
-        lines += [f"**Timeline** (from {r.timeline_source})", "",
-                  "| t (s) | lane | mark | detail |", "|---:|---|---|---|"]
+        lines += [
+            f"**Timeline** (from {r.timeline_source})",
+            "",
+            "| t (s) | lane | mark | detail |",
+            "|---:|---|---|---|",
+        ]
         for m in r.timeline[:MAX_MD_MARKS]:
             lines.append(f"| {m.at:.3f} | {_cell(m.lane)} | {m.kind.value} | {_cell(m.label)} |")
         if len(r.timeline) > MAX_MD_MARKS:

@@ -51,8 +51,7 @@ def _lane_rank(lane: str) -> tuple[int, str]:
 
 
 def _natural(text: str) -> str:
-    return "".join(part.zfill(6) if part.isdigit() else part
-                   for part in _split_digits(text))
+    return "".join(part.zfill(6) if part.isdigit() else part for part in _split_digits(text))
 
 
 def _split_digits(text: str) -> list[str]:
@@ -77,11 +76,14 @@ def _nice_step(span: float) -> float:
 def _glyph(kind: MarkKind, x: float, y: float) -> str:
     """Return the SVG shape of one mark kind centred on (x, y)."""
     if kind is MarkKind.SENT:
-        return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#fff" stroke="#222" '
-                'stroke-width="2"/>')
+        return (
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#fff" stroke="#222" stroke-width="2"/>'
+        )
     if kind is MarkKind.FINISHED:
-        return (f'<line x1="{x:.1f}" y1="{y - 8:.1f}" x2="{x:.1f}" y2="{y + 8:.1f}" '
-                f'stroke="#222" stroke-width="2"/>')
+        return (
+            f'<line x1="{x:.1f}" y1="{y - 8:.1f}" x2="{x:.1f}" y2="{y + 8:.1f}" '
+            f'stroke="#222" stroke-width="2"/>'
+        )
     if kind is MarkKind.WON:
         pts = " ".join(
             f"{x + r * math.sin(a):.1f},{y - r * math.cos(a):.1f}"
@@ -91,29 +93,42 @@ def _glyph(kind: MarkKind, x: float, y: float) -> str:
         return f'<polygon points="{pts}" fill="{OUTCOME_COLOURS[kind]}" stroke="#145a2a"/>'
     if kind is MarkKind.LOST:
         c = OUTCOME_COLOURS[kind]
-        return (f'<path d="M{x - 6:.1f},{y - 6:.1f} L{x + 6:.1f},{y + 6:.1f} '
-                f'M{x - 6:.1f},{y + 6:.1f} L{x + 6:.1f},{y - 6:.1f}" '
-                f'stroke="{c}" stroke-width="3"/>')
+        return (
+            f'<path d="M{x - 6:.1f},{y - 6:.1f} L{x + 6:.1f},{y + 6:.1f} '
+            f'M{x - 6:.1f},{y + 6:.1f} L{x + 6:.1f},{y - 6:.1f}" '
+            f'stroke="{c}" stroke-width="3"/>'
+        )
     if kind is MarkKind.TIMED_OUT:
-        return (f'<polygon points="{x:.1f},{y - 7:.1f} {x + 7:.1f},{y:.1f} {x:.1f},{y + 7:.1f} '
-                f'{x - 7:.1f},{y:.1f}" fill="{OUTCOME_COLOURS[kind]}"/>')
+        return (
+            f'<polygon points="{x:.1f},{y - 7:.1f} {x + 7:.1f},{y:.1f} {x:.1f},{y + 7:.1f} '
+            f'{x - 7:.1f},{y:.1f}" fill="{OUTCOME_COLOURS[kind]}"/>'
+        )
     if kind is MarkKind.FAILED:
-        return (f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" '
-                f'fill="{OUTCOME_COLOURS[kind]}"/>')
+        return (
+            f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" '
+            f'fill="{OUTCOME_COLOURS[kind]}"/>'
+        )
     if kind is MarkKind.CANCELLED:
-        return (f'<line x1="{x - 6:.1f}" y1="{y + 6:.1f}" x2="{x + 6:.1f}" y2="{y - 6:.1f}" '
-                f'stroke="{OUTCOME_COLOURS[kind]}" stroke-width="3"/>')
+        return (
+            f'<line x1="{x - 6:.1f}" y1="{y + 6:.1f}" x2="{x + 6:.1f}" y2="{y - 6:.1f}" '
+            f'stroke="{OUTCOME_COLOURS[kind]}" stroke-width="3"/>'
+        )
     if kind in (MarkKind.CALL_RECEIVED, MarkKind.CALL_ENDED):
         return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{CALL_COLOUR}"/>'
     if kind is MarkKind.ACTION:
-        return (f'<polygon points="{x - 5:.1f},{y - 7:.1f} {x + 5:.1f},{y - 7:.1f} '
-                f'{x:.1f},{y + 2:.1f}" fill="#34495e"/>')
+        return (
+            f'<polygon points="{x - 5:.1f},{y - 7:.1f} {x + 5:.1f},{y - 7:.1f} '
+            f'{x:.1f},{y + 2:.1f}" fill="#34495e"/>'
+        )
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="#95a5a6"/>'
 
 
 _END_LABELS = {
-    MarkKind.WON: "won", MarkKind.LOST: "lost", MarkKind.TIMED_OUT: "unknown",
-    MarkKind.FAILED: "failed", MarkKind.CANCELLED: "cancelled",
+    MarkKind.WON: "won",
+    MarkKind.LOST: "lost",
+    MarkKind.TIMED_OUT: "unknown",
+    MarkKind.FAILED: "failed",
+    MarkKind.CANCELLED: "cancelled",
 }
 
 
@@ -146,26 +161,36 @@ def render_timeline(marks: Sequence[TimelineMark], title: str = "") -> str:
     tick = math.ceil(start / step) * step
     while tick <= end + 1e-9:
         x = x_of(tick)
-        out.append(f'<line x1="{x:.1f}" y1="{TOP - 6}" x2="{x:.1f}" '
-                   f'y2="{TOP + len(lanes) * LANE_HEIGHT}" stroke="#e4e4e4"/>')
-        out.append(f'<text x="{x:.1f}" y="{TOP - 10}" text-anchor="middle" '
-                   f'fill="#555">{tick:g}s</text>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{TOP - 6}" x2="{x:.1f}" '
+            f'y2="{TOP + len(lanes) * LANE_HEIGHT}" stroke="#e4e4e4"/>'
+        )
+        out.append(
+            f'<text x="{x:.1f}" y="{TOP - 10}" text-anchor="middle" fill="#555">{tick:g}s</text>'
+        )
         tick += step
     for index, lane in enumerate(lanes):
         y = TOP + index * LANE_HEIGHT + LANE_HEIGHT / 2
         in_lane = sorted((m for m in marks if m.lane == lane), key=lambda m: m.at)
-        kind_class = "call" if _lane_rank(lane)[0] == 3 else (
-            "attempt" if _lane_rank(lane)[0] == 1 else "other")
+        kind_class = (
+            "call"
+            if _lane_rank(lane)[0] == 3
+            else ("attempt" if _lane_rank(lane)[0] == 1 else "other")
+        )
         out.append(f'<g class="lane lane-{kind_class}" data-lane="{escape(lane)}">')
         if index % 2 == 0:
-            out.append(f'<rect x="0" y="{y - LANE_HEIGHT / 2:.1f}" width="{WIDTH}" '
-                       f'height="{LANE_HEIGHT}" fill="#f3f5f8"/>')
+            out.append(
+                f'<rect x="0" y="{y - LANE_HEIGHT / 2:.1f}" width="{WIDTH}" '
+                f'height="{LANE_HEIGHT}" fill="#f3f5f8"/>'
+            )
         out.append(f'<text x="8" y="{y + 4:.1f}" fill="#222">{escape(lane[:40])}</text>')
         out.extend(_bar(in_lane, kind_class, x_of, y))
         for mark in in_lane:
             tip = escape(f"{mark.at:.3f}s {mark.kind.value} {mark.label}".strip())
-            out.append(f'<g class="mark mark-{mark.kind.value}"><title>{tip}</title>'
-                       f"{_glyph(mark.kind, x_of(mark.at), y)}</g>")
+            out.append(
+                f'<g class="mark mark-{mark.kind.value}"><title>{tip}</title>'
+                f"{_glyph(mark.kind, x_of(mark.at), y)}</g>"
+            )
         out.append("</g>")
     out.extend(_legend(height))
     out.append("</svg>")
@@ -185,11 +210,15 @@ def _bar(
         colour = OUTCOME_COLOURS.get(outcome, RUNNING_COLOUR) if outcome else RUNNING_COLOUR
         text = _END_LABELS.get(outcome, "") if outcome else ""
     x1, x2 = x_of(first), max(x_of(last), x_of(first) + 2)
-    parts = [f'<rect class="bar" x="{x1:.1f}" y="{y - 4:.1f}" width="{x2 - x1:.1f}" height="8" '
-             f'rx="3" fill="{colour}" opacity="0.55"/>']
+    parts = [
+        f'<rect class="bar" x="{x1:.1f}" y="{y - 4:.1f}" width="{x2 - x1:.1f}" height="8" '
+        f'rx="3" fill="{colour}" opacity="0.55"/>'
+    ]
     if text:
-        parts.append(f'<text x="{x2 + 12:.1f}" y="{y + 4:.1f}" fill="{colour}" '
-                     f'font-weight="bold">{text}</text>')
+        parts.append(
+            f'<text x="{x2 + 12:.1f}" y="{y + 4:.1f}" fill="{colour}" '
+            f'font-weight="bold">{text}</text>'
+        )
     return parts
 
 

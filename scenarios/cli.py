@@ -38,16 +38,21 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser("run", help="run scenarios and write the reports")
     run.add_argument("names", nargs="*", metavar="NAME", help="scenarios to run (default: all)")
     run.add_argument(
-        "--database-url", default=None,
+        "--database-url",
+        default=None,
         help="run the gateways on this database (default: a fresh SQLite file per scenario); "
         "a PostgreSQL URL gets a fresh database per scenario",
     )
     run.add_argument(
-        "--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
+        "--report-dir",
+        type=Path,
+        default=DEFAULT_REPORT_DIR,
         help=f"where the reports and process logs go (default: {DEFAULT_REPORT_DIR})",
     )
     run.add_argument(
-        "--jobs", type=int, default=DEFAULT_JOBS,
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
         help=f"scenarios run at once, each with its own processes (default: {DEFAULT_JOBS})",
     )
     run.set_defaults(func=run_command)
@@ -82,8 +87,10 @@ def summary_table(report: RunReport) -> str:
         lines.append(f"{r.name:{width}}  {r.verdict.value:7}  {r.duration:7.1f}  {reason}")
     counts = ", ".join(f"{n} {v}" for v, n in report.counts().items() if n)
     lines.append("-" * (width + 40))
-    lines.append(f"{len(report.results)} scenarios ({counts}) in {report.duration:.1f} s "
-                 f"on {report.database}")
+    lines.append(
+        f"{len(report.results)} scenarios ({counts}) in {report.duration:.1f} s "
+        f"on {report.database}"
+    )
     return "\n".join(lines)
 
 
@@ -92,9 +99,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from scenarios.runner import RunOptions
 
     out = out or sys.stdout
-    options = RunOptions(
-        report_dir=args.report_dir, database_url=args.database_url, jobs=args.jobs
-    )
+    options = RunOptions(report_dir=args.report_dir, database_url=args.database_url, jobs=args.jobs)
     return asyncio.run(run_and_report(list(args.names), options, out))
 
 

@@ -220,8 +220,16 @@ class Harness:
         """Start ``onejob serve`` (it migrates first) with ``config_path`` on a free port."""
         port = port or free_port()
         argv = [
-            *self.onejob, "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--config", str(config_path), "--database-url", database_url,
+            *self.onejob,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--config",
+            str(config_path),
+            "--database-url",
+            database_url,
         ]
         env = {"ONEJOB_INSTANCE_ID": name}
         return await self.spawn(name, argv, port, "/readyz", env)
@@ -236,7 +244,8 @@ class Harness:
     async def run_cli(self, *args: str, timeout: float = 120.0) -> tuple[int, str, str]:
         """Run one ``onejob`` command to completion; return exit code, stdout, stderr."""
         child = await asyncio.create_subprocess_exec(
-            *self.onejob, *args,
+            *self.onejob,
+            *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -65,8 +65,12 @@ class TimelineMark:
 
     def as_json(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"at": round(self.at, 4), "lane": self.lane, "kind": self.kind.value,
-                "label": self.label}
+        return {
+            "at": round(self.at, 4),
+            "lane": self.lane,
+            "kind": self.kind.value,
+            "label": self.label,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -191,15 +195,23 @@ def run_report_from_json(doc: dict[str, Any]) -> RunReport:
     """Rebuild a ``RunReport`` from its JSON form (``scenarios.json``), e.g. to re-render it."""
     results = []
     for r in doc["results"]:
-        results.append(ScenarioResult(
-            name=r["name"], title=r["title"], verdict=Verdict(r["verdict"]), reason=r["reason"],
-            duration=r["duration"], database=r["database"],
-            checks=[Check(**c) for c in r["checks"]],
-            timeline=[TimelineMark(m["at"], m["lane"], MarkKind(m["kind"]), m["label"])
-                      for m in r["timeline"]],
-            exchanges=[Exchange(**e) for e in r["exchanges"]],
-            timeline_source=r.get("timeline_source", ""),
-            notes=list(r.get("notes", [])),
-            logs=dict(r.get("logs", {})),
-        ))
+        results.append(
+            ScenarioResult(
+                name=r["name"],
+                title=r["title"],
+                verdict=Verdict(r["verdict"]),
+                reason=r["reason"],
+                duration=r["duration"],
+                database=r["database"],
+                checks=[Check(**c) for c in r["checks"]],
+                timeline=[
+                    TimelineMark(m["at"], m["lane"], MarkKind(m["kind"]), m["label"])
+                    for m in r["timeline"]
+                ],
+                exchanges=[Exchange(**e) for e in r["exchanges"]],
+                timeline_source=r.get("timeline_source", ""),
+                notes=list(r.get("notes", [])),
+                logs=dict(r.get("logs", {})),
+            )
+        )
     return RunReport(results, doc["started_at"], doc["duration"], doc["database"])

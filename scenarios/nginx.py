@@ -77,8 +77,17 @@ async def start_nginx(
     port = free_port()
     conf = prefix / "nginx.conf"
     conf.write_text(careless_config(prefix, port, upstreams, read_timeout))
-    argv = [binary, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"),
-            "-g", "daemon off;"]
+    argv = [
+        binary,
+        "-p",
+        str(prefix),
+        "-c",
+        str(conf),
+        "-e",
+        str(prefix / "error.log"),
+        "-g",
+        "daemon off;",
+    ]
     proc = await harness.spawn("nginx", argv, port, "/_nginx_ready")
     return proc, prefix / "access.log"
 

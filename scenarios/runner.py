@@ -74,8 +74,9 @@ class _Certifier:
 
     async def _certify(self) -> None:
         work = self._options.report_dir / "work" / "_certify"
-        harness = Harness(work, log_dir_for(self._options.report_dir, "_certify"),
-                          self._options.onejob_argv)
+        harness = Harness(
+            work, log_dir_for(self._options.report_dir, "_certify"), self._options.onejob_argv
+        )
         try:
             sim = await harness.start_simulator()
             config = GatewayConfig(sim.port, work / "certifications.json")
@@ -83,7 +84,8 @@ class _Certifier:
             registry = work / "certifications.json"
             registry.unlink(missing_ok=True)
             code, out, err = await harness.run_cli(
-                *certify_args(path, registry, work / "certify-report"), timeout=CERTIFY_TIMEOUT,
+                *certify_args(path, registry, work / "certify-report"),
+                timeout=CERTIFY_TIMEOUT,
             )
             if code == 2 and "invalid choice: 'certify'" in err:
                 self._path = write_stand_in_registry(registry)

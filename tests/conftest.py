@@ -72,8 +72,11 @@ def postgres_template(request: pytest.FixtureRequest) -> str:
     """Create and migrate this worker's template database once; return its name."""
     name = f"onejob_tpl_{CHECKOUT}_{_worker(request)}"
     try:
-        run_sync(lambda: _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)",
-                                   f"CREATE DATABASE {name}"))
+        run_sync(
+            lambda: _pg_admin(
+                f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"
+            )
+        )
     except (OSError, Exception) as exc:  # asyncpg raises many kinds when unreachable
         if REQUIRE_PG:
             pytest.fail(f"PostgreSQL required (ONEJOB_REQUIRE_POSTGRES=1) but unreachable: {exc}")
@@ -91,9 +94,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[str]:
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Return the URL of a fresh, migrated database (SQLite file or PostgreSQL clone)."""
     if request.param == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")

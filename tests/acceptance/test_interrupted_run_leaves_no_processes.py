@@ -54,8 +54,9 @@ def pids_of(markers: list[str]) -> list[int]:
 
 
 def test_sigterm_stops_the_run_and_every_child_process(tmp_path: Path) -> None:
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     gateway_log = tmp_path / "logs" / "worker-crash" / "gateway.log"
     deadline = time.monotonic() + START_TIMEOUT
     while not gateway_log.exists() and time.monotonic() < deadline:

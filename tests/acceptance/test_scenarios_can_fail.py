@@ -12,10 +12,16 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "check", "reason"),
     [
-        ("double-click", "2 clicks: one job id",
-         "2 clicks: one job id: ids ['job_broken0001', 'job_broken0002']"),
-        ("divergent-key", "the divergent POST is 409 Conflict",
-         "the divergent POST is 409 Conflict: status 201"),
+        (
+            "double-click",
+            "2 clicks: one job id",
+            "2 clicks: one job id: ids ['job_broken0001', 'job_broken0002']",
+        ),
+        (
+            "divergent-key",
+            "the divergent POST is 409 Conflict",
+            "the divergent POST is 409 Conflict: status 201",
+        ),
     ],
 )
 def test_scenario_fails_against_a_gateway_without_the_unique_constraint(

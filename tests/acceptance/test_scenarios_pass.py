@@ -21,8 +21,11 @@ Run = tuple[int, str, dict[str, Any]]
 
 def not_passed(run: Run) -> list[str]:
     """Return ``name: VERDICT reason`` for every scenario that did not pass."""
-    return [f"{r['name']}: {r['verdict']} {r['reason']}"
-            for r in run[2]["results"] if r["verdict"] != "PASS"]
+    return [
+        f"{r['name']}: {r['verdict']} {r['reason']}"
+        for r in run[2]["results"]
+        if r["verdict"] != "PASS"
+    ]
 
 
 def check_run(run: Run) -> None:
@@ -41,9 +44,11 @@ def check_run(run: Run) -> None:
         assert any("call #" in lane for lane in lanes), result["name"]
     reverse = next(r for r in report["results"] if r["name"] == "reverse-order-finish")
     marks = {(m["lane"], m["kind"]): m["at"] for m in reverse["timeline"]}
-    assert (marks[("attempt 1 · sim-openai", "sent")]
-            < marks[("attempt 2 · sim-anthropic", "won")]
-            < marks[("attempt 1 · sim-openai", "lost")])
+    assert (
+        marks[("attempt 1 · sim-openai", "sent")]
+        < marks[("attempt 2 · sim-anthropic", "won")]
+        < marks[("attempt 1 · sim-openai", "lost")]
+    )
 
 
 def test_every_scenario_passes_on_sqlite(sqlite_run: Run) -> None:

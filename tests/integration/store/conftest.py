@@ -10,8 +10,9 @@ from gateway.domain.records import NewJob
 CONTRACT = "ticket-triage@1"
 
 
-def new_job(owner: str = "alice", key: str = "k1", input: Any = None,
-            provider: str = "sim-openai") -> NewJob:
+def new_job(
+    owner: str = "alice", key: str = "k1", input: Any = None, provider: str = "sim-openai"
+) -> NewJob:
     """Build what the service layer would hand the store."""
     input = {"text": "printer on fire"} if input is None else input
     return NewJob(

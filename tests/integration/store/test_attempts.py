@@ -35,9 +35,10 @@ async def test_claim_moves_attempt_to_running_and_records_read_version(
     assert claimed.attempt.read_version == 1
     assert claimed.attempt.lease_owner == "w1"
     assert claimed.job.id == job.id
-    assert await store.claim_next_attempt(
-        "w2", lease_ttl=1, deadline_s={}, default_deadline_s=1
-    ) is None
+    assert (
+        await store.claim_next_attempt("w2", lease_ttl=1, deadline_s={}, default_deadline_s=1)
+        is None
+    )
     fresh = await store.get_job(job.id)
     assert fresh is not None and fresh.status is JobStatus.RUNNING and fresh.version == 1
 
@@ -211,7 +212,8 @@ async def test_definite_failure_adds_failover_in_the_same_transaction(
     await store.create_or_get(make_job())
     first = await claim(store)
     failed = await store.fail_attempt(
-        first.attempt.id, {"outcome": "definite", "reason": "status_503"},
+        first.attempt.id,
+        {"outcome": "definite", "reason": "status_503"},
         next_provider="sim-anthropic",
     )
     assert failed.outcome is TransitionOutcome.DONE
@@ -283,9 +285,10 @@ async def test_expired_lease_becomes_unknown_and_is_never_reclaimed(
         [reaped] = await store.reap_expired_leases()
         assert reaped.id == running.attempt.id and reaped.state is AttemptState.UNKNOWN
         assert reaped.error == {"outcome": "unknown", "reason": "lease_expired"}
-        assert await store.claim_next_attempt(
-            "w2", lease_ttl=5, deadline_s={}, default_deadline_s=5
-        ) is None
+        assert (
+            await store.claim_next_attempt("w2", lease_ttl=5, deadline_s={}, default_deadline_s=5)
+            is None
+        )
         final = await store.get_job(job.id)
         assert final is not None and final.status is JobStatus.UNKNOWN
         assert await store.count_attempts(AttemptState.UNKNOWN) == 1
@@ -303,9 +306,10 @@ async def test_a_queued_hedge_is_cancelled_unsent_when_the_primary_wins(
     assert hedge.attempt is not None
     won = await store.finalize(primary.attempt.id, {"answer": 1})
     assert won.outcome is FinalizeOutcome.WON
-    assert await store.claim_next_attempt(
-        "w2", lease_ttl=5, deadline_s={}, default_deadline_s=5
-    ) is None  # nothing is sent for a job that is already decided
+    assert (
+        await store.claim_next_attempt("w2", lease_ttl=5, deadline_s={}, default_deadline_s=5)
+        is None
+    )  # nothing is sent for a job that is already decided
     final = await store.get_job(job.id)
     assert final is not None
     assert [a.state for a in final.attempts] == [AttemptState.SUCCEEDED, AttemptState.CANCELLED]

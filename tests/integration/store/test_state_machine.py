@@ -30,6 +30,8 @@ TEMPLATE: Path | None = None
 
 def new_job(key: str) -> NewJob:
     return NewJob("alice", key, fingerprint("c@1", {}, None), "c@1", "a", None, {})
+
+
 _keys = itertools.count()
 
 
@@ -110,8 +112,9 @@ class JobLifecycle(RuleBasedStateMachine):
 
     @rule(
         pick=st.integers(0, 5),
-        outcome=st.sampled_from([AttemptState.FAILED, AttemptState.CANCELLED,
-                                 AttemptState.SUCCEEDED]),
+        outcome=st.sampled_from(
+            [AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED]
+        ),
     )
     def resolve(self, pick: int, outcome: AttemptState) -> None:
         ids = self.attempt_ids(AttemptState.UNKNOWN)

@@ -16,9 +16,13 @@ def test_nul_and_lone_surrogates_are_unstorable() -> None:
     assert find_unstorable({"a": [1, {"k": "v"}]}) is None
 
 
-@given(st.recursive(st.text() | st.integers() | st.none(),
-                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c, max_size=3),
-                    max_leaves=10))
+@given(
+    st.recursive(
+        st.text() | st.integers() | st.none(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c, max_size=3),
+        max_leaves=10,
+    )
+)
 def test_scrubbed_values_are_always_storable(value: object) -> None:
     assert find_unstorable(scrub(value)) is None
     if find_unstorable(value) is None:

@@ -23,10 +23,22 @@ from gateway.domain.states import (
 def attempt(state: AttemptState, n: int = 1) -> AttemptRecord:
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     return AttemptRecord(
-        id=f"att_{n}", job_id="job_1", number=n, provider="p", reason=AttemptReason.INITIAL,
-        state=state, read_version=None, lease_owner=None, lease_expires_at=None,
-        deadline_at=None, downstream_key=f"job_1/{n}", provider_request_id=None, error=None,
-        created_at=now, started_at=None, finished_at=None,
+        id=f"att_{n}",
+        job_id="job_1",
+        number=n,
+        provider="p",
+        reason=AttemptReason.INITIAL,
+        state=state,
+        read_version=None,
+        lease_owner=None,
+        lease_expires_at=None,
+        deadline_at=None,
+        downstream_key=f"job_1/{n}",
+        provider_request_id=None,
+        error=None,
+        created_at=now,
+        started_at=None,
+        finished_at=None,
     )
 
 

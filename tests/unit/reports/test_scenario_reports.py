@@ -43,8 +43,12 @@ def test_junit_maps_verdicts_to_failure_error_and_skipped(mixed_report: RunRepor
     root = ET.fromstring(junit_xml(mixed_report))
     suite = root.find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) \
-        == ("4", "1", "1", "1")
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == ("4", "1", "1", "1")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["reverse-order-finish"].find("failure") is None
     failure = cases["double-click"].find("failure")
@@ -60,8 +64,13 @@ def test_timeline_draws_a_lane_per_attempt_and_calls_beneath(
     root = ET.fromstring(svg)
     ns = {"s": "http://www.w3.org/2000/svg"}
     lanes = [g.get("data-lane") for g in root.findall("s:g[@data-lane]", ns)]
-    assert lanes == ["scenario", "attempt 1 · sim-openai", "attempt 2 · sim-anthropic",
-                     "call #1 · sim-openai", "call #2 · sim-anthropic"]
+    assert lanes == [
+        "scenario",
+        "attempt 1 · sim-openai",
+        "attempt 2 · sim-anthropic",
+        "call #1 · sim-openai",
+        "call #2 · sim-anthropic",
+    ]
     for kind in ("sent", "finished", "won", "lost", "call_received", "call_ended"):
         assert root.findall(f".//s:g[@class='mark mark-{kind}']", ns), kind
 
@@ -98,13 +107,17 @@ def test_html_escapes_titles_and_embeds_one_svg_per_scenario(mixed_report: RunRe
     assert page.count("<svg") == len(mixed_report.results)
     assert "&lt;b&gt;escaped&lt;/b&gt;" in page
     assert 'id="overall">FAIL<' in page
-    assert "/v1/jobs?x=1" in page and "127.0.0.1:1" not in page.split("<table id=\"summary\">")[1]
+    assert "/v1/jobs?x=1" in page and "127.0.0.1:1" not in page.split('<table id="summary">')[1]
 
 
 def test_write_reports_writes_all_four_files(tmp_path: Path, passing_report: RunReport) -> None:
     paths = write_reports(passing_report, tmp_path / "out")
     assert sorted(p.name for p in paths.values()) == [
-        "scenarios.html", "scenarios.json", "scenarios.junit.xml", "scenarios.md"]
+        "scenarios.html",
+        "scenarios.json",
+        "scenarios.junit.xml",
+        "scenarios.md",
+    ]
     assert all(p.stat().st_size > 100 for p in paths.values())
     assert json.loads(paths["json"].read_bytes())["passed"] is True
 

@@ -38,9 +38,16 @@ def test_database_kind_tells_postgres_from_sqlite() -> None:
 
 def test_every_required_scenario_is_registered_in_order() -> None:
     assert list(all_scenarios()) == [
-        "double-click", "divergent-key", "timeout-unknown", "reverse-order-finish",
-        "fallback-button-during-unknown", "worker-crash", "uncertified-fallback",
-        "cross-instance-double-click", "cancel-vs-finish", "load-balancer-retry",
+        "double-click",
+        "divergent-key",
+        "timeout-unknown",
+        "reverse-order-finish",
+        "fallback-button-during-unknown",
+        "worker-crash",
+        "uncertified-fallback",
+        "cross-instance-double-click",
+        "cancel-vs-finish",
+        "load-balancer-retry",
         "unknown-resolved-by-reconciler",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
@@ -92,8 +99,9 @@ async def test_a_slow_scenario_is_an_error_not_a_hang(tmp_path: Path) -> None:
     async def slow(ctx: ScenarioContext) -> None:
         await asyncio.sleep(30)
 
-    result = await run_scenario(ScenarioSpec("slow", "slow", slow, 3, timeout=0.2),
-                                RunOptions(report_dir=tmp_path))
+    result = await run_scenario(
+        ScenarioSpec("slow", "slow", slow, 3, timeout=0.2), RunOptions(report_dir=tmp_path)
+    )
     assert result.verdict is Verdict.ERROR and "did not finish within" in result.reason
 
 
@@ -102,8 +110,10 @@ def _result(name: str, verdict: Verdict, reason: str) -> ScenarioResult:
 
 
 def test_progress_line_and_summary_table_show_verdicts_and_reasons() -> None:
-    ok, bad = _result("double-click", Verdict.PASS, "9 checks held"), _result(
-        "worker-crash", Verdict.FAIL, "two provider calls\nmore")
+    ok, bad = (
+        _result("double-click", Verdict.PASS, "9 checks held"),
+        _result("worker-crash", Verdict.FAIL, "two provider calls\nmore"),
+    )
     assert progress_line(1, 2, ok).startswith("[ 1/2] double-click")
     assert progress_line(2, 2, bad).endswith("two provider calls")
     table = summary_table(RunReport([ok, bad], "t", 5.0, "sqlite"))
@@ -128,12 +138,15 @@ async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_orde
         await asyncio.sleep(0.4)
         ctx.expect(True, "slow held")
 
-    specs = {"first-slow": ScenarioSpec("first-slow", "t", slow, 4),
-             "second-fast": ScenarioSpec("second-fast", "t", _passes, 5)}
+    specs = {
+        "first-slow": ScenarioSpec("first-slow", "t", slow, 4),
+        "second-fast": ScenarioSpec("second-fast", "t", _passes, 5),
+    }
     monkeypatch.setattr(runner, "all_scenarios", lambda: specs)
     finished: list[str] = []
     report = await runner.run_scenarios(
-        [], RunOptions(report_dir=tmp_path, jobs=2),
+        [],
+        RunOptions(report_dir=tmp_path, jobs=2),
         lambda i, n, r: finished.append(f"{i}/{n} {r.name}"),
     )
     assert [r.name for r in report.results] == ["first-slow", "second-fast"]

@@ -24,26 +24,63 @@ def iso(ctx: ScenarioContext, seconds: float) -> str:
 
 def job_body(ctx: ScenarioContext) -> dict[str, Any]:
     return {
-        "id": "job_1", "status": "succeeded", "completed_by": "att_2",
+        "id": "job_1",
+        "status": "succeeded",
+        "completed_by": "att_2",
         "attempts": [
-            {"id": "att_1", "number": 1, "provider": "sim-openai", "reason": "initial",
-             "state": "lost", "started_at": iso(ctx, 1.0), "finished_at": iso(ctx, 3.5)},
-            {"id": "att_2", "number": 2, "provider": "sim-anthropic", "reason": "hedge",
-             "state": "succeeded", "started_at": iso(ctx, 1.5), "finished_at": iso(ctx, 1.7)},
+            {
+                "id": "att_1",
+                "number": 1,
+                "provider": "sim-openai",
+                "reason": "initial",
+                "state": "lost",
+                "started_at": iso(ctx, 1.0),
+                "finished_at": iso(ctx, 3.5),
+            },
+            {
+                "id": "att_2",
+                "number": 2,
+                "provider": "sim-anthropic",
+                "reason": "hedge",
+                "state": "succeeded",
+                "started_at": iso(ctx, 1.5),
+                "finished_at": iso(ctx, 1.7),
+            },
         ],
     }
 
 
 def calls(ctx: ScenarioContext) -> dict[str, Any]:
-    return {"calls": [
-        {"seq": 1, "provider": "sim-openai", "idempotency_key": "job_1/1", "behaviour": "delay",
-         "outcome": "answered", "received_at": ctx.t0 + 1.01, "finished_at": ctx.t0 + 3.49},
-        {"seq": 2, "provider": "sim-anthropic", "idempotency_key": "job_1/2",
-         "behaviour": "ok", "outcome": "answered", "received_at": ctx.t0 + 1.51,
-         "finished_at": ctx.t0 + 1.69},
-        {"seq": 3, "provider": "sim-openai", "idempotency_key": "job_other/1",
-         "behaviour": "ok", "received_at": ctx.t0 + 2.0, "finished_at": ctx.t0 + 2.1},
-    ]}
+    return {
+        "calls": [
+            {
+                "seq": 1,
+                "provider": "sim-openai",
+                "idempotency_key": "job_1/1",
+                "behaviour": "delay",
+                "outcome": "answered",
+                "received_at": ctx.t0 + 1.01,
+                "finished_at": ctx.t0 + 3.49,
+            },
+            {
+                "seq": 2,
+                "provider": "sim-anthropic",
+                "idempotency_key": "job_1/2",
+                "behaviour": "ok",
+                "outcome": "answered",
+                "received_at": ctx.t0 + 1.51,
+                "finished_at": ctx.t0 + 1.69,
+            },
+            {
+                "seq": 3,
+                "provider": "sim-openai",
+                "idempotency_key": "job_other/1",
+                "behaviour": "ok",
+                "received_at": ctx.t0 + 2.0,
+                "finished_at": ctx.t0 + 2.1,
+            },
+        ]
+    }
 
 
 def make_ctx(tmp_path: Path) -> ScenarioContext:
@@ -57,7 +94,8 @@ def make_ctx(tmp_path: Path) -> ScenarioContext:
 async def test_capture_maps_attempts_and_only_this_jobs_calls(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     respx.get(f"{GATEWAY.base_url}/v1/jobs/job_1").mock(
-        return_value=httpx.Response(200, json=job_body(ctx)))
+        return_value=httpx.Response(200, json=job_body(ctx))
+    )
     respx.get(f"{GATEWAY.base_url}/v1/jobs/job_1/events").mock(return_value=httpx.Response(404))
     respx.get(f"{SIM.base_url}/_sim/calls").mock(return_value=httpx.Response(200, json=calls(ctx)))
     await ctx.capture(GATEWAY, "k", "job_1", SIM)
@@ -75,11 +113,17 @@ async def test_capture_maps_attempts_and_only_this_jobs_calls(tmp_path: Path) ->
 async def test_capture_uses_job_events_when_the_gateway_serves_them(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     respx.get(f"{GATEWAY.base_url}/v1/jobs/job_1").mock(
-        return_value=httpx.Response(200, json=job_body(ctx)))
-    events = {"events": [{"attempt_id": "att_1", "kind": "race_lost", "at": iso(ctx, 3.5)},
-                         {"attempt_id": None, "kind": "created", "at": iso(ctx, 0.9)}]}
+        return_value=httpx.Response(200, json=job_body(ctx))
+    )
+    events = {
+        "events": [
+            {"attempt_id": "att_1", "kind": "race_lost", "at": iso(ctx, 3.5)},
+            {"attempt_id": None, "kind": "created", "at": iso(ctx, 0.9)},
+        ]
+    }
     respx.get(f"{GATEWAY.base_url}/v1/jobs/job_1/events").mock(
-        return_value=httpx.Response(200, json=events))
+        return_value=httpx.Response(200, json=events)
+    )
     await ctx.capture(GATEWAY, "k", "job_1", None, label="x")
     await ctx.http.aclose()
     events_seen = {(m.lane, m.label) for m in ctx.timeline if m.kind is MarkKind.EVENT}
@@ -89,8 +133,18 @@ async def test_capture_uses_job_events_when_the_gateway_serves_them(tmp_path: Pa
 
 async def test_a_seen_unknown_is_not_marked_twice(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
-    job = {"attempts": [{"id": "a", "number": 1, "provider": "p", "state": "unknown",
-                         "started_at": iso(ctx, 0.1), "finished_at": None}]}
+    job = {
+        "attempts": [
+            {
+                "id": "a",
+                "number": 1,
+                "provider": "p",
+                "state": "unknown",
+                "started_at": iso(ctx, 0.1),
+                "finished_at": None,
+            }
+        ]
+    }
     ctx.observe_unknown(job)
     with respx.mock:
         respx.get(f"{GATEWAY.base_url}/v1/jobs/j").mock(return_value=httpx.Response(200, json=job))
