@@ -22,7 +22,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from gateway.domain.clock import ManualClock
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
-from gateway.domain.states import AttemptReason, AttemptState, JobStatus, can_move
+from gateway.domain.states import (
+    AttemptReason,
+    AttemptState,
+    JobStatus,
+    can_move,
+    job_status_for,
+)
 from gateway.store import SqlJobStore, open_store
 
 TEMPLATE: Path | None = None
@@ -137,6 +143,11 @@ class JobLifecycle(RuleBasedStateMachine):
             if before is not None and before is not a.state:
                 assert can_move(before, a.state), f"{before} -> {a.state}"
             self.seen[a.id] = a.state
+        # The status the SQL derived (statements.derived_status and the transitions) is
+        # the one the domain's rule gives for these attempts, on every state reached.
+        decided = job.status if job.status.decided else None
+        expected = job_status_for([a.state for a in job.attempts], decided)
+        assert job.status is expected, f"{job.status} for {[a.state for a in job.attempts]}"
         assert job.version >= self.version
         self.version = job.version
         if self.decided is not None:
