@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -70,6 +71,12 @@ async def test_nginx_retries_a_timed_out_post_on_the_second_upstream(tmp_path: P
             async with httpx.AsyncClient() as client:
                 response = await client.post(f"{nginx.base_url}/v1/jobs", json={"x": 1})
             assert response.text == "b"
+            # nginx logs a request after it sent the answer: under load the line can lag
+            # the response, and stopping nginx first would lose it.
+            for _ in range(100):  # at most 5 s
+                if "POST /v1/jobs" in access_log.read_text():
+                    break
+                await asyncio.sleep(0.05)
         finally:
             await relay.close()
         nginx_pid = nginx.proc.pid if nginx.proc else 0
