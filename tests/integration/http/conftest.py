@@ -6,6 +6,12 @@ test modules cannot import each other).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# Helpers beside the tests (served.py); under --import-mode=importlib they need this path.
+sys.path.insert(0, str(Path(__file__).parent))
+
 import asyncio
 import contextlib
 import dataclasses

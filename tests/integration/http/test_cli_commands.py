@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from served import ONEJOB, serving, wait_healthy
 
 from gateway.store import open_store
 
 pytestmark = pytest.mark.slow
-
-ONEJOB = [str(Path(sys.executable).parent / "onejob")]  # the installed console script
-STARTUP = 30.0  # seconds
 
 
 def free_port() -> int:
@@ -68,47 +62,13 @@ async def test_db_upgrade_migrates_a_new_sqlite_file(tmp_path: Path) -> None:
         await store.close()
 
 
-@contextlib.contextmanager
-def serving(args: list[str], cwd: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
-    with (cwd / "serve.log").open("w") as log:
-        proc = subprocess.Popen(
-            [*ONEJOB, *args],
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[str], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode}: {log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not become healthy: {log.read_text()}")
-
-
 def test_serve_with_no_config_runs_a_job_on_the_bundled_simulator(
     database_url: str, tmp_path: Path
 ) -> None:
     port, sim_port = free_port(), free_port()
     key = run(["keys", "create", "alice", "--database-url", database_url], tmp_path).stdout.strip()
     args = ["serve", "--port", str(port), "--database-url", database_url]
-    with serving(args, tmp_path, ONEJOB_SIM_PORT=str(sim_port)) as proc:
+    with serving(args, tmp_path, stdout_too=True, ONEJOB_SIM_PORT=str(sim_port)) as proc:
         base = f"http://127.0.0.1:{port}"
         wait_healthy(f"{base}/healthz", proc, tmp_path / "serve.log")
         assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from served import ONEJOB, serving, wait_healthy
 
 pytestmark = pytest.mark.slow
 
-ONEJOB = [str(Path(sys.executable).parent / "onejob")]
-STARTUP = 30.0  # seconds
 MARKER = "Zq7-INPUT-MARKER-4411"  # a string that only the job's input contains
 
 
@@ -27,41 +23,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serving(args: list[str], cwd: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
-    with (cwd / "serve.log").open("w") as log:
-        proc = subprocess.Popen(
-            [*ONEJOB, *args],
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[str], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode}: {log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not become healthy: {log.read_text()}")
 
 
 def send_raw(port: int, raw: bytes, *, hang_up: bool) -> bytes:

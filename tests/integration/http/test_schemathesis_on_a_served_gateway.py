@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from served import serving, wait_healthy
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-STARTUP = 30.0  # seconds
 #: Checks that still find something, each for a reason the OpenAPI document must fix:
 #: positive_data_acceptance: the document is the same for every deployment, so it cannot
 #: say which ``contract`` and ``provider`` names this one has, which ``input`` (and resolved
@@ -35,41 +31,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serving(args: list[str], cwd: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
-    with (cwd / "serve.log").open("w") as log:
-        proc = subprocess.Popen(
-            [str(BIN / "onejob"), *args],
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"onejob serve exited {proc.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not become healthy")
 
 
 def test_schemathesis_finds_no_server_error_and_no_drift_from_the_openapi_document(
