@@ -17,10 +17,21 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
-from gateway.http.openapi import SECURITY_COMPONENTS, StrictStructSchemaPlugin
+from gateway.http.openapi import (
+    SECURITY_COMPONENTS,
+    StrictStructSchemaPlugin,
+    describe_deployment,
+)
 from gateway.http.rawpath import raw_path_guard
 from gateway.http.responses import handle_exception
-from gateway.http.routes import healthz, healthz_head, metrics_endpoint, readyz, v1_router
+from gateway.http.routes import (
+    allow,
+    healthz,
+    healthz_head,
+    metrics_endpoint,
+    readyz,
+    v1_router,
+)
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
@@ -63,12 +74,19 @@ def create_app(
             certifications=certifications,
         ) as runtime:
             app.state.service = runtime.service
+            describe_deployment(
+                app.openapi_schema,
+                runtime.catalog,
+                settings.providers,
+                lambda contract: settings.route_for(contract) is not None,
+            )
             yield
 
     app = Litestar(
         route_handlers=[
             v1_router(),
             console_router(),
+            allow("/healthz", healthz, healthz_head),
             healthz,
             healthz_head,
             readyz,

@@ -214,7 +214,7 @@ class JobService:
     ) -> tuple[list[JobRecord], str | None]:
         """List the caller's jobs, newest first; return the page and the next cursor."""
         try:
-            wanted = JobStatus(status) if status else None
+            wanted = JobStatus(status) if status is not None else None
         except ValueError:
             raise BadRequest(
                 f"status must be one of {', '.join(s.value for s in JobStatus)}."
@@ -223,7 +223,7 @@ class JobService:
             raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
         try:
             return await self.store.list_jobs(
-                principal.owner_id, status=wanted, limit=limit, cursor=cursor or None
+                principal.owner_id, status=wanted, limit=limit, cursor=cursor
             )
         except ValueError as exc:
             raise BadRequest("The cursor is not valid.") from exc
@@ -278,7 +278,7 @@ class JobService:
         """List attempts in ``state`` across all owners (admin)."""
         self.require_admin(principal)
         try:
-            wanted = AttemptState(state) if state else None
+            wanted = AttemptState(state) if state is not None else None
         except ValueError:
             raise BadRequest(
                 f"state must be one of {', '.join(s.value for s in AttemptState)}."
@@ -311,7 +311,9 @@ class JobService:
         if attempt is None or job is None:
             raise NotFound(f"No attempt {attempt_id!r}.")
         next_provider = None
-        if target is AttemptState.SUCCEEDED:
+        if target is AttemptState.SUCCEEDED and not attempt.state.terminal:
+            # A finished attempt never becomes unknown: the store refuses it (409) without
+            # reading the result. Any other may be unknown by the time the store looks.
             self._check_result(job, result)
         elif target is AttemptState.FAILED and attempt.state is AttemptState.UNKNOWN:
             # A resolution to `failed` is a definite failure: fail over as the dispatcher

@@ -8,7 +8,7 @@ OpenAPI document its request schemas.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
@@ -36,20 +36,40 @@ class AttemptBody(msgspec.Struct, forbid_unknown_fields=True):
     provider: str
 
 
-class ResolveBody(msgspec.Struct, forbid_unknown_fields=True):
-    """``POST /v1/admin/attempts/{id}/resolve``: what became of an unknown attempt."""
+class ResolveSucceeded(
+    msgspec.Struct, tag="succeeded", tag_field="outcome", forbid_unknown_fields=True
+):
+    """The unknown attempt did produce a result (found in the provider's dashboard)."""
 
-    outcome: Literal["failed", "cancelled", "succeeded"]
-    #: The result, valid for the contract's output schema (only with ``succeeded``).
-    result: Any = None
+    #: The result, valid for the contract's output schema.
+    result: Any
     note: str = ""
 
 
-REQUEST_BODIES: tuple[type[msgspec.Struct], ...] = (CreateJobBody, AttemptBody, ResolveBody)
+class ResolveFailed(msgspec.Struct, tag="failed", tag_field="outcome", forbid_unknown_fields=True):
+    """The unknown attempt did not run, or failed: the job may fail over (R6)."""
+
+    note: str = ""
 
 
-def typed(value: Any, type_: type[T]) -> T:
-    """Convert a parsed JSON value to ``type_``; raise ``InvalidInput`` saying what is wrong."""
+class ResolveCancelled(
+    msgspec.Struct, tag="cancelled", tag_field="outcome", forbid_unknown_fields=True
+):
+    """The unknown attempt is given up; the job is not retried."""
+
+    note: str = ""
+
+
+#: ``POST /v1/admin/attempts/{id}/resolve``: what became of an unknown attempt, told apart
+#: by ``outcome``; ``result`` belongs to ``succeeded`` alone, so the document says so too.
+ResolveBody = ResolveSucceeded | ResolveFailed | ResolveCancelled
+
+
+def typed(value: Any, type_: Any) -> Any:
+    """Convert a parsed JSON value to ``type_`` (a struct or a tagged union of structs).
+
+    Raise ``InvalidInput`` saying what is wrong.
+    """
     if not isinstance(value, dict):
         raise InvalidInput("The body must be a JSON object.")
     try:
@@ -60,4 +80,11 @@ def typed(value: Any, type_: type[T]) -> T:
 
 async def read_body(request: Request[Any, Any, Any], type_: type[T]) -> T:
     """Read the request body under the JSON rules and convert it to ``type_``."""
-    return typed(await read_json(request), type_)
+    body: T = typed(await read_json(request), type_)
+    return body
+
+
+async def read_resolution(request: Request[Any, Any, Any]) -> ResolveBody:
+    """Read a resolve body: one of the three outcomes, each with only its own members."""
+    body: ResolveBody = typed(await read_json(request), ResolveBody)
+    return body

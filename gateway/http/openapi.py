@@ -10,7 +10,7 @@ for, that puts the struct's schema into the document as the request body.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,10 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
     Components,
     Example,
+    OpenAPI,
+    OpenAPIHeader,
+    OpenAPIResponse,
+    OpenAPIType,
     Operation,
     Parameter,
     Reference,
@@ -31,6 +35,7 @@ from litestar.openapi.spec import (
 from litestar.typing import FieldDefinition
 
 from contracts.catalog import CATALOG_ROOT
+from gateway.domain.ports import ContractSpec
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -87,8 +92,11 @@ def answer(struct: type[msgspec.Struct], description: str) -> ResponseSpec:
     return ResponseSpec(data_container=struct, description=description, generate_examples=False)
 
 
-def body_doc(struct: type[msgspec.Struct]) -> Mapping[str, Provide]:
-    """Return a dependency that documents ``struct`` as the request body (never resolved)."""
+def body_doc(struct: Any) -> Mapping[str, Provide]:
+    """Document ``struct`` (or a tagged union of structs) as the request body.
+
+    The dependency returned is never resolved.
+    """
 
     def documented(data: Any) -> None:  # pragma: no cover - OpenAPI only, never called
         return None
@@ -162,3 +170,146 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
         schema = super().to_openapi_schema(field_definition, schema_creator)
         schema.additional_properties = False
         return schema
+
+
+#: Response headers the handlers send, by (path, method, status): name -> (required, doc).
+_SENT_HEADERS: dict[tuple[str, str, str], dict[str, tuple[bool, str]]] = {
+    ("/v1/jobs", "post", "201"): {
+        "Location": (True, "The job's URL."),
+        "Preference-Applied": (False, "wait=N, when the request asked ``Prefer: wait=N``."),
+    },
+    ("/v1/jobs", "post", "200"): {
+        "Location": (True, "The job's URL."),
+        "Idempotent-Replayed": (True, "``true``: this key had already made this job."),
+        "Preference-Applied": (False, "wait=N, when the request asked ``Prefer: wait=N``."),
+    },
+    ("/v1/jobs/{job_id}", "get", "200"): {
+        "Preference-Applied": (False, "wait=N, when the request asked ``Prefer: wait=N``."),
+    },
+    ("/v1/jobs/{job_id}/attempts", "post", "202"): {
+        "Location": (True, "The job's URL."),
+    },
+}
+#: Headers every answer of a status carries, on whatever route.
+_STATUS_HEADERS: dict[str, dict[str, tuple[bool, str]]] = {
+    "401": {"WWW-Authenticate": (True, 'Bearer realm="onejob"')},
+    "503": {"Retry-After": (True, "Seconds to wait before retrying, as sent.")},
+}
+
+
+def _declare_headers(openapi: OpenAPI) -> None:
+    """Say which headers each answer carries (Litestar's ``ResponseSpec`` has no headers)."""
+    for path, item in (openapi.paths or {}).items():
+        for method in ("get", "post", "head", "put", "delete", "patch"):
+            operation = getattr(item, method, None)
+            if operation is None:
+                continue
+            for status, response in (operation.responses or {}).items():
+                if not isinstance(response, OpenAPIResponse):
+                    continue
+                wanted = {
+                    **_STATUS_HEADERS.get(status, {}),
+                    **_SENT_HEADERS.get((path, method, status), {}),
+                }
+                if wanted:
+                    response.headers = {
+                        **(response.headers or {}),
+                        **{
+                            name: OpenAPIHeader(
+                                schema=Schema(type=OpenAPIType.STRING),
+                                required=required,
+                                description=doc,
+                            )
+                            for name, (required, doc) in wanted.items()
+                        },
+                    }
+
+
+#: The largest integer the JSON rules accept (``body.parse_json``): 2^53 - 1.
+SAFE_INTEGER = 2**53 - 1
+
+
+def _under_json_rules(schema: Any) -> Any:
+    """Bound every unbounded ``integer`` of a contract's schema as the JSON rules do.
+
+    An integer beyond 2^53 is refused whatever the contract says, so the document says it.
+    (``number`` stays as it is: a float beyond 2^53 is accepted, and JSON Schema cannot
+    tell ``1e20`` from ``100000000000000000000``.)
+    """
+    if isinstance(schema, list):
+        return [_under_json_rules(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _under_json_rules(v) for k, v in schema.items()}
+    if out.get("type") == "integer":
+        out.setdefault("minimum", -SAFE_INTEGER)
+        out.setdefault("maximum", SAFE_INTEGER)
+    return out
+
+
+def _create_body_variant(
+    name: str, contract: ContractSpec, providers: list[str], routed: bool
+) -> dict[str, Any]:
+    """The create body for one contract: its name, its own input schema, a known provider."""
+    input_schema = _under_json_rules(
+        {k: v for k, v in contract.input_schema.items() if k != "$schema"}
+    )
+    provider: dict[str, Any] = {"type": "string", "enum": providers}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["contract", "input"] if routed else ["contract", "input", "provider"],
+        "properties": {
+            "contract": {"const": name, "description": contract.description},
+            "input": input_schema,
+            "provider": {"oneOf": [provider, {"type": "null"}]} if routed else provider,
+        },
+    }
+
+
+#: The struct schemas Litestar names after the request bodies.
+CreateJobBody_NAME, AttemptBody_NAME = "CreateJobBody", "AttemptBody"
+
+
+def _raw_schema(schema: dict[str, Any]) -> Any:
+    """Return a plain JSON Schema where Litestar's ``Schema`` goes.
+
+    ``to_schema`` copies plain dicts as they are, so a contract's own input schema is
+    served unchanged instead of being re-modelled field by field.
+    """
+    return schema
+
+
+def describe_deployment(
+    openapi: OpenAPI,
+    contracts: Mapping[str, ContractSpec],
+    providers: Iterable[str],
+    routed: Callable[[str], bool],
+) -> None:
+    """Make the served document say what this deployment accepts, not only its shapes.
+
+    Which contracts exist, what input each takes and which providers are configured are
+    this deployment's configuration, so a document the same for every deployment would
+    call bodies valid that the gateway refuses (422). Called once the catalog is loaded:
+    ``CreateJobBody`` becomes one closed variant per contract (its ``input`` schema, a
+    configured ``provider``, required where the contract has no route) and a manual
+    attempt's ``provider`` one of the configured names. Response headers are declared too.
+    """
+    names = sorted(providers)
+    schemas = openapi.components.schemas
+    variants = []
+    for name in sorted(contracts):
+        variant = f"CreateJob.{name.replace('@', '.')}"
+        schemas[variant] = _raw_schema(
+            _create_body_variant(name, contracts[name], names, routed(name))
+        )
+        variants.append({"$ref": f"#/components/schemas/{variant}"})
+    create = schemas.get(CreateJobBody_NAME)
+    if isinstance(create, Schema) and variants:
+        schemas[CreateJobBody_NAME] = _raw_schema(
+            {"description": create.description, "oneOf": variants}
+        )
+    attempt = schemas.get(AttemptBody_NAME)
+    if isinstance(attempt, Schema) and attempt.properties:
+        attempt.properties["provider"] = _raw_schema({"type": "string", "enum": names})
+    _declare_headers(openapi)

@@ -6,15 +6,23 @@ import logging
 import re
 from typing import Annotated, Any
 
-from litestar import Request, Response, Router, get, head, post
+from litestar import HttpMethod, Request, Response, Router, get, head, post, route
 from litestar.di import NamedDependency, Provide
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import FromPath, FromQuery, HeaderParameter, QueryParameter
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 
 from gateway.domain.records import CreateOutcome, Principal
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.auth import authenticate, authenticate_admin
-from gateway.http.bodies import AttemptBody, CreateJobBody, ResolveBody, read_body
+from gateway.http.bodies import (
+    AttemptBody,
+    CreateJobBody,
+    ResolveBody,
+    ResolveSucceeded,
+    read_body,
+    read_resolution,
+)
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -26,6 +34,7 @@ from gateway.http.openapi import (
 )
 from gateway.http.responses import (
     NOT_READY,
+    RETRY_AFTER,
     attempt_response,
     cancel_response,
     created_response,
@@ -77,8 +86,13 @@ JOB_REPLAYED = ResponseSpec(
 #: The filters' values, documented; checked by the service after authentication (400).
 STATUS_ENUM: dict[str, Any] = {"enum": [s.value for s in JobStatus]}
 STATE_ENUM: dict[str, Any] = {"enum": [s.value for s in AttemptState]}
-#: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced.
-LIMIT_PATTERN = r"^[1-9][0-9]{0,3}$"
+#: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced;
+#: the patterns say the ranges too (1-100 jobs, 1-1000 attempts), as the service checks.
+JOBS_LIMIT_PATTERN = r"^(?:[1-9][0-9]?|100)$"
+ATTEMPTS_LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"
+#: What ``encode_cursor`` makes: unpadded base64url. Only a cursor this gateway issued to
+#: this owner is accepted (400 otherwise), which no document can list.
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 
 
@@ -174,8 +188,8 @@ async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
-    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
-    cursor: FromQuery[str | None] = None,
+    limit: Annotated[str | None, QueryParameter(pattern=JOBS_LIMIT_PATTERN)] = None,
+    cursor: Annotated[str | None, QueryParameter(pattern=CURSOR_PATTERN)] = None,
 ) -> Response[Any]:
     """List the caller's jobs, newest first, a page at a time."""
     jobs, next_cursor = await service_of(request).list_jobs(
@@ -231,7 +245,7 @@ async def admin_attempts(
     attempt_state: Annotated[
         str | None, QueryParameter(name="state", schema_extra=STATE_ENUM)
     ] = None,
-    limit: Annotated[str | None, QueryParameter(pattern=LIMIT_PATTERN)] = None,
+    limit: Annotated[str | None, QueryParameter(pattern=ATTEMPTS_LIMIT_PATTERN)] = None,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
     service = service_of(request)
@@ -279,8 +293,10 @@ async def admin_resolve(
 ) -> Response[Any]:
     """Resolve an unknown attempt out of band (admin)."""
     service = service_of(request)
-    body = await read_body(request, ResolveBody)
-    result = await service.resolve(principal, attempt_id, body.outcome, body.result, body.note)
+    body = await read_resolution(request)
+    outcome = str(type(body).__struct_config__.tag)
+    result_value = body.result if isinstance(body, ResolveSucceeded) else None
+    result = await service.resolve(principal, attempt_id, outcome, result_value, body.note)
     if result.job is not None:
         note_job(request, result.job.id)
     return resolve_response(result)
@@ -327,8 +343,30 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     except Exception as exc:  # any failure means "not ready", never a 500
         # The reason goes to the log only: this route is unauthenticated.
         log.warning("readiness check failed: %s", type(exc).__name__, exc_info=exc)
-        return problem(503, NOT_READY, "Not ready", "The database is not reachable.")
+        return problem(
+            503,
+            NOT_READY,
+            "Not ready",
+            "The database is not reachable.",
+            headers={"Retry-After": str(RETRY_AFTER)},
+        )
     return Response(content={"status": "ready"})
+
+
+def allow(path: str, *handlers: HTTPRouteHandler) -> HTTPRouteHandler:
+    """Answer ``OPTIONS path`` with every method of ``handlers`` in ``Allow``.
+
+    Litestar makes an OPTIONS handler when a path's first handler is registered and keeps
+    it when a second joins, so ``OPTIONS /v1/jobs`` would leave POST or GET out. A path
+    with several handlers gets this one instead, registered before them.
+    """
+    methods = ", ".join(sorted({m for h in handlers for m in h.http_methods} | {"OPTIONS"}))
+
+    @route(path, http_method=[HttpMethod.OPTIONS], include_in_schema=False)
+    async def options() -> Response[None]:
+        return Response(None, status_code=204, headers={"Allow": methods})
+
+    return options
 
 
 def v1_router() -> Router:
@@ -336,6 +374,7 @@ def v1_router() -> Router:
     return Router(
         path="/v1",
         route_handlers=[
+            allow("/jobs", create_job, list_jobs),  # before them: see ``allow``
             create_job,
             job_events,
             get_job,

@@ -233,7 +233,7 @@ class CreationAndReads(StoreBase):
         query = sa.select(jobs).where(jobs.c.owner_id == owner_id)
         if status is not None:
             query = query.where(jobs.c.status == status.value)
-        after = decode_cursor(cursor) if cursor else None
+        after = decode_cursor(cursor) if cursor is not None else None
         if after is not None:
             query = query.where(jobs.c.id < after)
         query = query.order_by(jobs.c.id.desc()).limit(limit + 1)

@@ -22,16 +22,78 @@ async def test_every_body_route_documents_its_typed_request_body(
     for path, name in (
         ("/v1/jobs", "CreateJobBody"),
         ("/v1/jobs/{job_id}/attempts", "AttemptBody"),
-        ("/v1/admin/attempts/{attempt_id}/resolve", "ResolveBody"),
     ):
         body = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]
         assert body["schema"]["$ref"] == f"#/components/schemas/{name}"
-    assert schemas["CreateJobBody"]["required"] == ["contract", "input"]
-    assert set(schemas["ResolveBody"]["properties"]["outcome"]["enum"]) == {
-        "failed",
-        "cancelled",
-        "succeeded",
-    }
+    resolve = doc["paths"]["/v1/admin/attempts/{attempt_id}/resolve"]["post"]["requestBody"]
+    variants = resolve["content"]["application/json"]["schema"]["oneOf"]
+    names = [v["$ref"].rsplit("/", 1)[1] for v in variants]
+    assert names == ["ResolveSucceeded", "ResolveFailed", "ResolveCancelled"]
+    outcomes = {schemas[n]["properties"]["outcome"]["const"]: schemas[n] for n in names}
+    assert set(outcomes) == {"succeeded", "failed", "cancelled"}
+    assert outcomes["succeeded"]["required"] == ["outcome", "result"]
+    for outcome in ("failed", "cancelled"):
+        assert "result" not in outcomes[outcome]["properties"]
+        assert outcomes[outcome]["additionalProperties"] is False
+
+
+async def test_the_served_document_says_this_deployments_contracts_inputs_and_providers(
+    client: httpx.AsyncClient, catalog: dict[str, Any], settings: Any
+) -> None:
+    """Schema-valid means accepted: contract names, their input schemas, known providers."""
+    schemas = (await _doc(client))["components"]["schemas"]
+    variants = [v["$ref"].rsplit("/", 1)[1] for v in schemas["CreateJobBody"]["oneOf"]]
+    by_contract = {schemas[v]["properties"]["contract"]["const"]: schemas[v] for v in variants}
+    assert set(by_contract) == set(catalog)
+    providers = sorted(settings.providers)
+    for name, variant in by_contract.items():
+        assert variant["additionalProperties"] is False
+        documented = variant["properties"]["input"]
+        own = {k: v for k, v in catalog[name].input_schema.items() if k != "$schema"}
+        assert documented == own, name
+        choices = variant["properties"]["provider"]["oneOf"]
+        assert choices == [{"type": "string", "enum": providers}, {"type": "null"}]
+    attempt = schemas["AttemptBody"]["properties"]["provider"]
+    assert attempt == {"type": "string", "enum": providers}
+
+
+async def test_the_document_declares_the_headers_answers_carry(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    paths = (await _doc(client))["paths"]
+    create = paths["/v1/jobs"]["post"]["responses"]
+    assert create["201"]["headers"]["Location"]["required"] is True
+    assert create["200"]["headers"]["Idempotent-Replayed"]["required"] is True
+    assert create["201"]["headers"]["Preference-Applied"]["required"] is False
+    assert paths["/v1/jobs/{job_id}/attempts"]["post"]["responses"]["202"]["headers"]["Location"]
+    for path, item in paths.items():
+        for op in item.values():
+            responses = op["responses"]
+            if "503" in responses:
+                assert responses["503"]["headers"]["Retry-After"]["required"] is True, path
+            if "401" in responses:
+                assert "WWW-Authenticate" in responses["401"]["headers"], path
+    r = await client.post(
+        "/v1/jobs", json={"contract": "echo@1", "input": {}}, headers=keys.job(key='"h"')
+    )
+    assert r.status_code == 201 and r.headers["Location"] == f"/v1/jobs/{r.json()['id']}"
+    r = await client.post(
+        "/v1/jobs", json={"contract": "echo@1", "input": {}}, headers=keys.job(key='"h"')
+    )
+    assert r.status_code == 200 and r.headers["Idempotent-Replayed"] == "true"
+
+
+async def test_options_on_a_path_with_two_handlers_allows_both(
+    client: httpx.AsyncClient,
+) -> None:
+    """Litestar's own OPTIONS answer would name only the first handler's method."""
+    r = await client.options("/v1/jobs")
+    assert r.status_code == 204
+    assert r.headers["allow"] == "GET, OPTIONS, POST"
+    r = await client.options("/healthz")
+    assert r.headers["allow"] == "GET, HEAD, OPTIONS"
+    r = await client.options("/v1/contracts")
+    assert r.headers["allow"] == "GET, OPTIONS"
 
 
 async def test_documented_success_codes_are_the_ones_answered(

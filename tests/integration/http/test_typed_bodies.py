@@ -19,9 +19,11 @@ ECHO = "echo@1"
 LEASE = {"lease_ttl": 30.0, "deadline_s": {}, "default_deadline_s": 30.0}
 
 
-async def _unknown_attempt(client: httpx.AsyncClient, keys: Any, store: SqlJobStore) -> str:
+async def _unknown_attempt(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore, key: str = '"k-1"'
+) -> str:
     r = await client.post(
-        "/v1/jobs", json={"contract": ECHO, "input": {"n": 1}}, headers=keys.job()
+        "/v1/jobs", json={"contract": ECHO, "input": {"n": 1}}, headers=keys.job(key=key)
     )
     assert r.status_code == 201, r.text
     first: str = r.json()["attempts"][0]["id"]
@@ -124,4 +126,96 @@ async def test_a_well_formed_cursor_that_the_gateway_did_not_issue_is_a_400(
     r = await client.get(
         "/v1/jobs", params={"cursor": page["next_cursor"]}, headers=keys.auth("bob")
     )
+    assert r.status_code == 400, r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"outcome": "failed", "result": {"echo": 1}}, "unknown field `result`"),
+        ({"outcome": "cancelled", "result": None}, "unknown field `result`"),
+        ({"outcome": "succeeded"}, "missing required field `result`"),
+        ({"outcome": "maybe"}, "Invalid value 'maybe'"),
+    ],
+    ids=["result with failed", "result with cancelled", "succeeded without result", "bad"],
+)
+async def test_a_resolution_carries_a_result_only_with_succeeded_and_nothing_changes(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore, body: dict[str, Any], says: str
+) -> None:
+    attempt_id = await _unknown_attempt(client, keys, store)
+    r = await client.post(
+        f"/v1/admin/attempts/{attempt_id}/resolve", json=body, headers=keys.auth("admin")
+    )
+    assert r.status_code == 422, r.text
+    assert says in r.text
+    attempt = await store.get_attempt(attempt_id)
+    assert attempt is not None and attempt.state is AttemptState.UNKNOWN
+
+
+async def test_each_outcome_resolves_with_only_its_own_members(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore
+) -> None:
+    won = await _unknown_attempt(client, keys, store)
+    r = await client.post(
+        f"/v1/admin/attempts/{won}/resolve",
+        json={"outcome": "succeeded", "result": {"echo": 1}, "note": "seen in the dashboard"},
+        headers=keys.auth("admin"),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["job"]["status"] == "succeeded"
+    assert r.json()["job"]["result"] == {"echo": 1}
+    gone = await _unknown_attempt(client, keys, store, key='"k-2"')
+    r = await client.post(
+        f"/v1/admin/attempts/{gone}/resolve",
+        json={"outcome": "cancelled", "note": "given up"},
+        headers=keys.auth("admin"),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["attempt"]["state"] == "cancelled"
+
+
+async def test_a_finished_attempt_is_409_before_its_offered_result_is_read(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore
+) -> None:
+    """A finished attempt can never be resolved, so the result offered is not judged."""
+    attempt_id = await _unknown_attempt(client, keys, store)
+    await store.resolve(attempt_id, AttemptState.FAILED)
+    r = await client.post(
+        f"/v1/admin/attempts/{attempt_id}/resolve",
+        json={"outcome": "succeeded", "result": {"not": "the output schema"}},
+        headers=keys.auth("admin"),
+    )
+    assert r.status_code == 409, r.text
+    assert r.json()["type"] == "urn:onejob:not-unknown"
+    attempt = await store.get_attempt(attempt_id)
+    assert attempt is not None and attempt.state is AttemptState.FAILED
+
+
+async def test_an_unknown_attempt_is_resolved_only_with_a_result_its_contract_accepts(
+    client: httpx.AsyncClient, keys: Any, store: SqlJobStore
+) -> None:
+    attempt_id = await _unknown_attempt(client, keys, store)
+    r = await client.post(
+        f"/v1/admin/attempts/{attempt_id}/resolve",
+        json={"outcome": "succeeded", "result": {"not": "the output schema"}},
+        headers=keys.auth("admin"),
+    )
+    assert r.status_code == 422, r.text
+    attempt = await store.get_attempt(attempt_id)
+    assert attempt is not None and attempt.state is AttemptState.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/v1/jobs", {"status": ""}),
+        ("/v1/jobs", {"cursor": ""}),
+        ("/v1/admin/attempts", {"state": ""}),
+    ],
+    ids=["empty status", "empty cursor", "empty state"],
+)
+async def test_an_empty_filter_or_cursor_is_a_400_not_an_unfiltered_list(
+    client: httpx.AsyncClient, keys: Any, path: str, params: dict[str, str]
+) -> None:
+    r = await client.get(path, params=params, headers=keys.auth("admin"))
     assert r.status_code == 400, r.text
