@@ -53,6 +53,10 @@ class ChangeHub:
     def __init__(self) -> None:
         self._job_waiters: dict[str, set[JobWatch]] = defaultdict(set)
         self._attempt_event = asyncio.Event()
+        #: PostgreSQL backend PIDs of this process's own pool (kept by the store). A
+        #: notification one of them sent is this process's own echo: the store already
+        #: published that change here after its commit, with the record.
+        self.own_backends: set[int] = set()
 
     def publish_job(self, job_id: str, record: Any = None) -> None:
         """Wake everyone waiting on ``job_id``; hand them ``record`` if the publisher has it.
@@ -103,11 +107,16 @@ async def listen_postgres(dsn: str, hub: ChangeHub, stop: asyncio.Event) -> None
     """Relay ``pg_notify`` from other processes into ``hub`` until ``stop`` is set."""
     import asyncpg  # local: only PostgreSQL deployments need it
 
-    def on_attempt(*_: object) -> None:
-        hub.publish_attempt()
+    # Our own notifications come back too. Taken as another process's change they made a
+    # waiter re-read the job it had just been handed (py-spy: a read per sync job, when
+    # the echo beat the local publish), and woke the dispatcher for nothing.
+    def on_attempt(_conn: object, pid: int, _channel: str, _payload: str) -> None:
+        if pid not in hub.own_backends:
+            hub.publish_attempt()
 
-    def on_job(_conn: object, _pid: int, _channel: str, payload: str) -> None:
-        hub.publish_job(payload)
+    def on_job(_conn: object, pid: int, _channel: str, payload: str) -> None:
+        if pid not in hub.own_backends:
+            hub.publish_job(payload)
 
     while not stop.is_set():
         try:

@@ -31,6 +31,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL, ChangeHub
+from gateway.store.engine import track_backends
 from gateway.store.rows import (
     DECIDED,
     A,
@@ -71,6 +72,8 @@ class StoreBase:
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
         )
         self._insert_job = insert_job_statement(engine.dialect.name)
+        if not self._sqlite:
+            track_backends(engine, self.hub.own_backends)
 
     def _now(self) -> dt.datetime:
         return naive_utc(self.clock.now())

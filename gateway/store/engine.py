@@ -81,6 +81,30 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
+_BACKEND_PID = "onejob_backend_pid"
+
+
+def track_backends(engine: AsyncEngine, pids: set[int]) -> None:
+    """Keep ``pids`` equal to the PostgreSQL backend PIDs of ``engine``'s open connections.
+
+    ``listen_postgres`` drops the notifications these backends send: they are this
+    process's own, already published locally. A connection opened before this is called
+    is not in the set; its echoes still arrive, which costs a re-read, never a wake-up.
+    """
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        pid = dbapi_connection.driver_connection.get_server_pid()
+        record.info[_BACKEND_PID] = pid
+        pids.add(pid)
+
+    def _forget(_dbapi_connection: Any, record: Any, *_: Any) -> None:
+        pids.discard(record.info.pop(_BACKEND_PID, None))
+
+    event.listen(engine.sync_engine, "close", _forget)
+    event.listen(engine.sync_engine, "invalidate", _forget)
+
+
 def _ping_when_idle(engine: AsyncEngine) -> None:
     """Ping a pooled connection at checkout only when it sat idle for ``IDLE_PING_AFTER``.
 
