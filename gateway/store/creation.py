@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -194,9 +195,12 @@ class CreationAndReads(StoreBase):
             [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
         )
         async with self._read_once() as conn, pg.raw(conn, sql) as driver:
-            record = await driver.fetchrow(sql, *params)
-        if record is None:
+            records = await driver.fetch(sql, *params)
+        if not records:
             return None
+        record = records[0]
+        if not record["created"]:
+            return _existing(records, new)
         if claim is None:
             self.hub.publish_attempt()
         job_row = pg.as_row(record, "j_", pg.JOB_COLUMNS)
@@ -213,12 +217,7 @@ class CreationAndReads(StoreBase):
             records = await driver.fetch(sql, *params)
         if not records:
             return None
-        job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
-        rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
-        existing = job_record(job_row, [r for r in rows if r is not None])
-        if existing.fingerprint == new.fingerprint:
-            return CreateResult(CreateOutcome.REPLAYED, existing)
-        return CreateResult(CreateOutcome.CONFLICT, existing)
+        return _existing(records, new)
 
     async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
         """Load a job with its attempts (``owner_id`` None: any owner)."""
@@ -321,3 +320,13 @@ class CreationAndReads(StoreBase):
         """Append an audit event on its own (e.g. a refused request)."""
         async with self._tx() as tx:
             await self._event(tx.conn, job_id, kind, detail, attempt_id)
+
+
+def _existing(records: Sequence[Any], new: NewJob) -> CreateResult:
+    """The job a taken key made, from a row per attempt: a replay, or a conflict."""
+    job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
+    rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
+    existing = job_record(job_row, [r for r in rows if r is not None])
+    if existing.fingerprint == new.fingerprint:
+        return CreateResult(CreateOutcome.REPLAYED, existing)
+    return CreateResult(CreateOutcome.CONFLICT, existing)

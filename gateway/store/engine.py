@@ -13,8 +13,12 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for the lock before failing
-PG_POOL_SIZE = 10  # connections per process
-PG_MAX_OVERFLOW = 20  # extra connections under bursts
+#: Connections kept per process: the default 16 runners plus requests in flight. An
+#: overflow connection is opened for one checkout and closed at checkin, so a pool smaller
+#: than the usual concurrency opens and closes a connection (a backend fork, type
+#: introspection) per request; py-spy showed asyncpg's connect on the hot path at 10.
+PG_POOL_SIZE = 20
+PG_MAX_OVERFLOW = 10  # extra connections under bursts (max_connections is 100 by default)
 IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
 _CHECKED_IN = "onejob_checked_in_at"
 

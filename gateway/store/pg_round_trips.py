@@ -1,7 +1,8 @@
 """PostgreSQL: the hot transactions as single statements, sent straight through asyncpg.
 
-Creating a job (job, first attempt, its events) is one statement with data-modifying
-CTEs, run on its own (no BEGIN, no COMMIT): one round trip instead of five. The winning
+Creating a job (job, first attempt, its events), or replaying the one the key already
+made, is one statement with data-modifying CTEs, run on its own (no BEGIN, no COMMIT):
+one round trip instead of five. The winning
 compare-and-swap (job, attempt, event, ``pg_notify``) is one statement inside the
 transaction that also reads the job's attempts. SQLite has no data-modifying CTEs and no
 network round trips; it keeps the statements in ``statements``.
@@ -34,7 +35,7 @@ def _select(alias: str, prefix: str, columns: Sequence[str]) -> str:
 
 
 def _create(notify_attempt: bool) -> str:
-    notify = f", pg_notify('{ATTEMPTS_CHANNEL}', '') AS notified" if notify_attempt else ""
+    notify = f"pg_notify('{ATTEMPTS_CHANNEL}', '')" if notify_attempt else "NULL::void"
     return f"""
 WITH job AS (
   INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
@@ -54,12 +55,32 @@ WITH job AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
   SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
   FROM attempt, unnest($18::varchar[], $19::varchar[], $20::jsonb[]) AS e(attempt_id, kind, detail)
+), old AS (
+  SELECT * FROM jobs
+  WHERE owner_id = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM job)
+), old_event AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT old.id, NULL,
+         CASE WHEN old.fingerprint = $4 THEN 'replayed' ELSE 'conflict' END,
+         CASE WHEN old.fingerprint = $4 THEN '{{}}'::jsonb
+              ELSE jsonb_build_object('fingerprint', $4::text) END,
+         $10
+  FROM old
 )
-SELECT {_select("job", "j_", JOB_COLUMNS)}, {_select("attempt", "a_", ATTEMPT_COLUMNS)}{notify}
-FROM job, attempt"""
+SELECT true AS created, {_select("job", "j_", JOB_COLUMNS)},
+       {_select("attempt", "a_", ATTEMPT_COLUMNS)}, {notify} AS notified
+FROM job, attempt
+UNION ALL
+SELECT false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}, NULL
+FROM old LEFT JOIN attempts AS a ON a.job_id = old.id
+ORDER BY a_number"""
 
 
 #: Creation, with and without waking runners elsewhere (an unclaimed attempt needs one).
+#: When the key is taken by a job this statement's snapshot sees, the same round trip
+#: returns that job (``created`` false, a row per attempt) and writes its ``replayed`` or
+#: ``conflict`` event, so a replay costs one round trip as a creation does. No row: the
+#: key's job is not visible yet (a concurrent first click committing); ``REPLAY`` reads it.
 CREATE = {True: _create(notify_attempt=True), False: _create(notify_attempt=False)}
 
 #: The key is taken: read the job and its attempts and write the ``replayed`` (same

@@ -42,6 +42,10 @@ async def test_fifty_concurrent_identical_creations_make_one_job(
     assert len({r.job.id for r in results}) == 1
     assert await count(store, jobs) == 1
     assert await count(store, attempts) == 1
+    # Each replay is audited once, whichever path saw the job (the creating statement
+    # itself, or the read after it when the first click was still committing).
+    kinds = [e.kind for e in await store.events(results[0].job.id)]
+    assert kinds.count("replayed") == 49 and kinds.count("job_created") == 1
 
 
 async def test_two_engines_on_one_database_still_make_one_job(
