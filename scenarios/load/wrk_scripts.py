@@ -80,6 +80,16 @@ end
     return _script(body, statuses=(201, 201), expect_body=None)
 
 
+def get_ok(path: str, expect_body: str) -> str:
+    """GET ``path`` again and again: only a 200 with ``expect_body`` in it counts."""
+    body = f"""
+function request()
+  return wrk.format("GET", {json.dumps(path)})
+end
+"""
+    return _script(body, statuses=(200, 200), expect_body=expect_body)
+
+
 def replay_jobs(key: str, payload: str, keys: int) -> str:
     """POST the same requests again: every Idempotency-Key already names a job (200)."""
     body = f"""
