@@ -56,15 +56,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def child(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a Python child process for the block; SIGTERM it (then SIGKILL) at the end."""
+def child(
+    args: list[str],
+    log: Path,
+    *,
+    executable: str = sys.executable,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a child process for the block; SIGTERM it (then SIGKILL) at the end.
+
+    By default it is this Python in the repository; a peer of the comparison passes its
+    own virtualenv's program, a working directory of its own and extra environment.
+    """
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, *args],
+            [executable, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env={**os.environ, "ONEJOB_LOG_LEVEL": "WARNING"},
+            cwd=cwd,
+            env={**os.environ, "ONEJOB_LOG_LEVEL": "WARNING", **(env or {})},
             start_new_session=True,  # its own group, so its children go with it
         )
     try:

@@ -8,13 +8,18 @@ in one invocation, on this machine:
 3. per database: ``onejob serve`` with the dispatcher off for creation and replay
    (16 connections), then with the dispatcher on for durable sync jobs
    (``POST /v1/jobs`` + ``Prefer: wait=30``) at 16 and at 1 connection;
+4. with ``--peers``, against the same upstream and with the same load (16 connections,
+   then 1): LiteLLM's proxy (1 worker, no database) and a DBOS Transact app doing the same
+   durable job on PostgreSQL, each in its own virtualenv under ``.peers/``, built on the
+   first run and reused after (``scenarios.load.peers`` says how each is configured and
+   why); the ratios onejob's sync jobs/s over theirs come from the same run;
 
 all driven by ``wrk``. It prints every figure with the goals of issue 9 beside them
 (P1 creation >= 0.5x pgbench, replay >= creation; P2 sync >= 300 jobs/s on PostgreSQL,
 >= 150 on SQLite; P3 p50 overhead above the upstream <= 3 ms PostgreSQL, <= 5 ms SQLite),
 and writes ``reports/out/compare.json``. Answers that are not what the run expects
-(anything but 201/200, a sync job not ``succeeded``) are counted and reported, never as
-throughput. It is a measurement, not a test.
+(anything but 201/200, a sync job not ``succeeded``, a peer's answer not 200) are counted
+and reported, never as throughput. It is a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import Any
 import httpx
 
 from gateway.settings import Settings
-from scenarios.load import wrk_scripts
+from scenarios.load import peers, wrk_scripts
 from scenarios.load.bench import child, free_port, ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +62,8 @@ GOALS = {
     "P1_creation_vs_pgbench": 0.5,
     "P2_sync_jobs_per_s": {"postgresql": 300.0, "sqlite": 150.0},
     "P3_overhead_p50_ms": {"postgresql": 3.0, "sqlite": 5.0},
+    # onejob's PostgreSQL sync jobs/s over each peer's req/s at 16 connections.
+    "peers_sync_ratio_postgresql": {"litellm": 5.0, "dbos": 3.0},
 }
 INPUT = {
     "ticket_id": "SUP-42",
@@ -424,6 +431,52 @@ async def soak(base: str, script: Path, pid: int, seconds: float) -> dict[str, A
     return {"seconds": seconds, "jobs": jobs, "bad": bad, "rss_kib": samples}
 
 
+async def run_peer(peer: peers.Peer, upstream: str, work: Path, seconds: float) -> dict[str, Any]:
+    """Measure one peer at 16 connections and at 1; a peer that cannot run is reported.
+
+    A virtualenv that cannot be built, a database that cannot be created or a process
+    that never answers ends this peer with ``{"error": ...}``, not the comparison.
+    """
+    out: dict[str, Any] = {"title": peer.title, "requirements": list(peer.requirements)}
+    job = {"contract": CONTRACT, "input": INPUT}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            say(f"[{peer.name}] {peer.title}, 1 worker")
+            peers.ensure_venv(peer)
+            if peer is peers.LITELLM:
+                chat = json.dumps(peers.chat_request(INPUT))
+                load = wrk_scripts.chat_completions(chat, key=peers.LITELLM_KEY)
+                base, pid = await stack.enter_async_context(peers.litellm_proxy(upstream, work))
+            else:
+                load = wrk_scripts.peer_jobs(json.dumps(job))
+                url = libpq(stack.enter_context(database("postgresql", work)))
+                base, pid = await stack.enter_async_context(peers.dbos_app(upstream, url, work))
+            script = wrk_scripts.write(work / f"{peer.name}.lua", load)
+            run_wrk(base, script, connections=4, duration=2, prefix="warm")
+            for connections in (16, 1):
+                say(f"[{peer.name}] {connections} connection(s)")
+                run = measure(
+                    base,
+                    script,
+                    connections=connections,
+                    duration=seconds,
+                    prefix=f"{peer.name}{connections}",
+                    pid=pid,
+                )
+                out[f"load_{connections}"] = run
+                say(f"  {run['rps']} req/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):  # SIGTERM or Ctrl-C, not a peer's failure
+            raise
+        out["error"] = exc.code
+    except (peers.PeerUnavailable, OSError, subprocess.CalledProcessError) as exc:
+        out["error"] = str(exc)
+    if "error" in out:
+        out = {k: v for k, v in out.items() if not k.startswith("load_")}
+        say(f"[{peer.name}] not measured: {out['error']}")
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run everything and return the report."""
     if shutil.which("wrk") is None:
@@ -451,7 +504,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.sleep(0.05)
             upstream_body = json.dumps({"model": "bench-gpt", "messages": []})
             script = wrk_scripts.write(
-                work / "upstream.lua", wrk_scripts.upstream_calls(upstream_body)
+                work / "upstream.lua", wrk_scripts.chat_completions(upstream_body)
             )
             say("upstream alone, 16 connections and 1")
             report["upstream_16"] = run_wrk(
@@ -464,6 +517,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"  {u16['rps']} req/s; p50 at 1 connection {u1['p50_ms']} ms")
             for kind in args.databases.split(","):
                 report["databases"].append(await run_database(kind, args, upstream, work))
+            if args.peers:
+                report["peers"] = {
+                    peer.name: await run_peer(peer, upstream, work, args.duration)
+                    for peer in peers.PEERS
+                }
             assert proc.poll() is None, "the upstream died"
     report["loadavg_at_end"] = os.getloadavg()
     report["ratios"] = ratios(report)
@@ -508,6 +566,10 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         if "creation_16_seeded" in db:
             seeded = db["creation_16_seeded"]["p99_ms"]
             r["P4_creation_p99_seeded_vs_empty"] = round(seeded / max(creation["p99_ms"], 0.001), 3)
+        for name, peer in report.get("peers", {}).items():
+            if "load_16" in peer:
+                ratio = db["sync_16"]["rps"] / max(peer["load_16"]["rps"], 0.1)
+                r[f"sync_vs_{name}_16"] = round(ratio, 2)
         out[db["database"]] = r
     return out
 
@@ -570,7 +632,46 @@ def summary(report: dict[str, Any]) -> str:
                 f"[{kind}] soak {db['soak']['seconds']:.0f} s, {db['soak']['jobs']} jobs:"
                 f" RSS MiB {mib}"
             )
+    lines.extend(peer_summary(report))
     return "\n".join(lines)
+
+
+def peer_summary(report: dict[str, Any]) -> list[str]:
+    """Render the peers' figures and onejob's ratios to them (none without ``--peers``)."""
+    lines: list[str] = []
+    measured = report.get("peers", {})
+    for name, peer in measured.items():
+        title = peer["title"]
+        if "error" in peer:
+            lines.append(f"[{name}] {title}: not measured: {peer['error']}")
+            continue
+        c16, c1 = peer["load_16"], peer["load_1"]
+        bad = sum(r["bad"] + r["socket_errors"] for r in (c16, c1))
+        lines.append(
+            f"[{name}] {title} ({peer['requirements'][0]}, 1 worker): {c16['rps']} req/s at 16"
+            f" connections (p50 {c16['p50_ms']} ms, p99 {c16['p99_ms']} ms);"
+            f" p50 {c1['p50_ms']} ms at 1; CPU per request"
+            f" {c16['gateway_cpu_ms_per_request']} ms; answers not 200: {bad}"
+        )
+    goals = GOALS["peers_sync_ratio_postgresql"]
+    assert isinstance(goals, dict)
+    for db in report["databases"] if measured else []:
+        kind, r = db["database"], report["ratios"][db["database"]]
+        parts = []
+        for name in measured:
+            if f"sync_vs_{name}_16" not in r:
+                continue
+            goal = f" (goal >= {goals[name]}x)" if kind == "postgresql" else ""
+            parts.append(f"{r[f'sync_vs_{name}_16']}x {measured[name]['title']}{goal}")
+        if parts:
+            p50 = [f"onejob {db['sync_1']['p50_ms']} ms"] + [
+                f"{m['title']} {m['load_1']['p50_ms']} ms"
+                for n, m in measured.items()
+                if "load_1" in m
+            ]
+            lines.append(f"[{kind}] sync jobs/s at 16 connections = {', '.join(parts)}")
+            lines.append(f"[{kind}] p50 at 1 connection: {', '.join(p50)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -589,6 +690,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--soak", type=float, default=0, help="seconds of sync load sampling RSS (5 min: 300)"
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure LiteLLM's proxy and a DBOS app (virtualenvs built in .peers/)",
     )
     parser.add_argument("--out", default=str(ROOT / "reports/out/compare.json"))
     args = parser.parse_args(argv)

@@ -105,15 +105,30 @@ end
     return _script(body, statuses=(200, 200), expect_body=None)
 
 
-def upstream_calls(payload: str) -> str:
-    """POST a Chat Completions request to the upstream itself."""
+def chat_completions(payload: str, *, key: str | None = None) -> str:
+    """POST a Chat Completions request: to the upstream, or to LiteLLM's proxy with its key."""
+    auth = f'["Authorization"] = "Bearer {key}",' if key else ""
     body = f"""
 function request()
   return wrk.format("POST", "/v1/chat/completions",
-    {{["Content-Type"] = "application/json"}}, {json.dumps(payload)})
+    {{["Content-Type"] = "application/json", {auth}}}, {json.dumps(payload)})
 end
 """
     return _script(body, statuses=(200, 200), expect_body="chat.completion")
+
+
+def peer_jobs(payload: str) -> str:
+    """POST a job to the DBOS peer: a fresh Idempotency-Key per request, 200 and ``succeeded``."""
+    body = f"""
+function request()
+  counter = counter + 1
+  return wrk.format("POST", "/jobs", {{
+    ["Content-Type"] = "application/json",
+    ["Idempotency-Key"] = prefix .. "-" .. tid .. "-" .. counter,
+  }}, {json.dumps(payload)})
+end
+"""
+    return _script(body, statuses=(200, 200), expect_body='"status":"succeeded"')
 
 
 def write(path: Path, text: str) -> Path:
