@@ -13,12 +13,13 @@ from gateway.domain.jsontext import scrub
 from gateway.domain.records import (
     FinalizeOutcome,
     FinalizeResult,
+    JobRecord,
     TransitionOutcome,
     TransitionResult,
 )
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.store import pg_round_trips as pg
-from gateway.store.base import Stale, StoreBase
+from gateway.store.base import Stale, StoreBase, WriteTx
 from gateway.store.rows import (
     DECIDED,
     A,
@@ -128,66 +129,83 @@ class Decisions(StoreBase):
         provider_request_id: str | None,
         reported_model: str | None,
     ) -> FinalizeResult:
+        if not self._sqlite:
+            won = await self._finalize_in_one_statement(
+                attempt_id, result, provider_request_id, reported_model
+            )
+            if won is not None:
+                return won
+            async with self._tx() as tx:
+                return await self._not_won(tx, attempt_id)
         async with self._tx() as tx:
             conn = tx.conn
             now = self._now()
-            job_row: Any
-            row: Any
-            if self._sqlite:
-                params = {"attempt_id": attempt_id, "result": result, "now": now}
-                job_row = (await conn.execute(CAS_RUNNING, params)).one_or_none()
-            else:  # CAS, the attempt's move, its event and pg_notify: one statement
-                sql = pg.FINALIZE
-                async with pg.raw(conn, sql) as driver:
-                    both = await driver.fetchrow(
-                        sql,
-                        attempt_id,
-                        pg.as_json(result),
-                        now,
-                        fit(provider_request_id),
-                        fit(reported_model),
-                    )
-                job_row = None if both is None else pg.as_row(both, "j_", pg.JOB_COLUMNS)
+            params = {"attempt_id": attempt_id, "result": result, "now": now}
+            job_row = (await conn.execute(CAS_RUNNING, params)).one_or_none()
             if job_row is None:
-                current = await self._attempt_row(conn, attempt_id)
-                if current is None or current.state != A.RUNNING.value:
-                    return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
-                tx.jobs.add(current.job_id)
-                lost = await self._lose(conn, current.job_id, attempt_id, [A.RUNNING])
-                tx.decided(lost.job)
-                return lost
+                return await self._not_won(tx, attempt_id)
             job_id = job_row.id
-            tx.notified(job_id, sent=not self._sqlite)
-            if self._sqlite:
-                finish = {
-                    "attempt_id": attempt_id,
-                    "target": A.SUCCEEDED.value,
-                    "finished_at": now,
-                    "provider_request_id": fit(provider_request_id),
-                    "reported_model": fit(reported_model),
-                }
-                row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
-                if row is not None:
-                    detail = {"version": job_row.version, "provider": row.provider}
-                    await self._event(conn, job_id, "attempt_succeeded", detail, attempt_id)
-            else:
-                row = pg.as_row(both, "a_", pg.ATTEMPT_COLUMNS)
+            tx.notified(job_id, sent=False)
+            finish = {
+                "attempt_id": attempt_id,
+                "target": A.SUCCEEDED.value,
+                "finished_at": now,
+                "provider_request_id": fit(provider_request_id),
+                "reported_model": fit(reported_model),
+            }
+            row = (await conn.execute(FINISH_RUNNING, finish)).one_or_none()
             if row is None:
                 # Reaped to `unknown` between the CAS's read and its lock: undo it all.
                 raise Stale
+            detail = {"version": job_row.version, "provider": row.provider}
+            await self._event(conn, job_id, "attempt_succeeded", detail, attempt_id)
             siblings = await self._attempt_rows(conn, job_id)
             if any(a.state == A.STARTING.value for a in siblings):
                 await self._cancel_unsent(conn, job_id, "decided")
                 siblings = await self._attempt_rows(conn, job_id)
             decided = job_record(job_row, siblings)
             tx.decided(decided)
-            return FinalizeResult(
-                FinalizeOutcome.WON,
-                attempt_id,
-                winner=attempt_id,
-                job_status=JobStatus.SUCCEEDED,
-                job=decided,
-            )
+            return _won(attempt_id, decided)
+
+    async def _finalize_in_one_statement(
+        self,
+        attempt_id: str,
+        result: Any,
+        provider_request_id: str | None,
+        reported_model: str | None,
+    ) -> FinalizeResult | None:
+        """PostgreSQL: the winning decision in one round trip (``pg.FINALIZE_ALONE``).
+
+        None: the CAS did not win; the caller finds out why in a transaction.
+        """
+        sql = pg.FINALIZE_ALONE
+        params = (
+            attempt_id,
+            pg.as_json(result),
+            self._now(),
+            fit(provider_request_id),
+            fit(reported_model),
+        )
+        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+            records = await driver.fetch(sql, *params)
+        if not records:
+            return None
+        job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
+        rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
+        decided = job_record(job_row, [r for r in rows if r is not None])
+        # Published here as ``_tx`` does after a commit; the statement sent pg_notify.
+        self.hub.publish_job(decided.id, decided)
+        return _won(attempt_id, decided)
+
+    async def _not_won(self, tx: WriteTx, attempt_id: str) -> FinalizeResult:
+        """The CAS found nothing to swap: the attempt moved (stale), or it lost the race."""
+        current = await self._attempt_row(tx.conn, attempt_id)
+        if current is None or current.state != A.RUNNING.value:
+            return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+        tx.jobs.add(current.job_id)
+        lost = await self._lose(tx.conn, current.job_id, attempt_id, [A.RUNNING])
+        tx.decided(lost.job)
+        return lost
 
     async def cancel(self, job_id: str, owner_id: str | None = None) -> TransitionResult:
         """Cancel through CAS: unsent attempts are cancelled, in-flight ones will lose."""
@@ -299,3 +317,13 @@ class Decisions(StoreBase):
             await self._close_if_failed(conn, job_id, error)
             result_ = await self._done(conn, job_id, row)
             return TransitionResult(result_.outcome, result_.job, result_.attempt, added=added)
+
+
+def _won(attempt_id: str, decided: JobRecord) -> FinalizeResult:
+    return FinalizeResult(
+        FinalizeOutcome.WON,
+        attempt_id,
+        winner=attempt_id,
+        job_status=JobStatus.SUCCEEDED,
+        job=decided,
+    )

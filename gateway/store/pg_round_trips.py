@@ -2,9 +2,9 @@
 
 Creating a job (job, first attempt, its events), or replaying the one the key already
 made, is one statement with data-modifying CTEs, run on its own (no BEGIN, no COMMIT):
-one round trip instead of five. The winning
-compare-and-swap (job, attempt, event, ``pg_notify``) is one statement inside the
-transaction that also reads the job's attempts. SQLite has no data-modifying CTEs and no
+one round trip instead of five. The winning compare-and-swap (job, attempt, unsent
+siblings, events, ``pg_notify``) is one statement too, returning the decided job with its
+attempts: one round trip instead of four. SQLite has no data-modifying CTEs and no
 network round trips; it keeps the statements in ``statements``.
 
 The SQL is plain text with ``$n`` parameters, built once from the table definitions, and
@@ -102,31 +102,55 @@ SELECT {_select("job", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)
 FROM job LEFT JOIN attempts AS a ON a.job_id = job.id
 ORDER BY a.number"""
 
-#: R5's compare-and-swap for a running attempt, the attempt's move and its event, with
-#: the job's ``pg_notify``. No row: the CAS found nothing to swap (lost, or stale).
-#: A job row without an attempt row: the attempt moved between (the caller rolls back).
-FINALIZE = f"""
-WITH cas AS (
+#: R5 for a running attempt as one statement, outside a transaction: lock the job, then
+#: the attempt (the order every other writer takes), compare-and-swap, move the attempt,
+#: cancel the job's unsent attempts, write the events and ``pg_notify``, and return the
+#: decided job with a row per attempt. Once the attempt is locked and seen ``running``
+#: nothing can move it, so the CAS and the attempt's move happen together or not at all;
+#: ``guard`` divides by zero (aborting the statement, so nothing is written) should a CAS
+#: ever find no attempt to move. No row: the CAS did not win (lost, or the attempt moved).
+FINALIZE_ALONE = f"""
+WITH j AS (
+  SELECT id FROM jobs WHERE id = (SELECT job_id FROM attempts WHERE id = $1) FOR UPDATE
+), a AS (
+  SELECT job_id, read_version FROM attempts
+  WHERE id = $1 AND state = 'running' AND job_id IN (SELECT id FROM j)
+  FOR UPDATE
+), cas AS (
   UPDATE jobs SET status = 'succeeded', result = $2::jsonb, error = NULL,
-                  completed_by = $1, version = version + 1, updated_at = $3
-  WHERE id = (SELECT job_id FROM attempts WHERE id = $1 AND state = 'running')
-    AND version = (SELECT read_version FROM attempts WHERE id = $1 AND state = 'running')
-    AND completed_by IS NULL
-  RETURNING *
+                  completed_by = $1, version = jobs.version + 1, updated_at = $3
+  FROM a
+  WHERE jobs.id = a.job_id AND jobs.version = a.read_version AND jobs.completed_by IS NULL
+  RETURNING jobs.*
 ), att AS (
   UPDATE attempts SET state = 'succeeded', finished_at = $3, provider_request_id = $4,
                       reported_model = $5
-  WHERE id = $1 AND state = 'running' AND EXISTS (SELECT 1 FROM cas)
+  WHERE id = $1 AND EXISTS (SELECT 1 FROM cas)
   RETURNING *
-), event AS (
+), unsent AS (
+  UPDATE attempts SET state = 'cancelled', finished_at = $3,
+                      error = '{{"reason": "job_decided_before_send"}}'::jsonb
+  WHERE job_id = (SELECT id FROM cas) AND state = 'starting'
+  RETURNING *
+), events AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
   SELECT att.job_id, att.id, 'attempt_succeeded',
          jsonb_build_object('version', cas.version, 'provider', att.provider), $3
   FROM cas, att
+  UNION ALL
+  SELECT unsent.job_id, unsent.id, 'attempt_cancelled', '{{"why": "decided"}}'::jsonb, $3
+  FROM unsent
+), others AS (
+  SELECT * FROM attempts
+  WHERE job_id = (SELECT id FROM cas) AND id <> $1 AND id NOT IN (SELECT id FROM unsent)
 )
-SELECT {_select("cas", "j_", JOB_COLUMNS)}, {_select("att", "a_", ATTEMPT_COLUMNS)},
-       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified
-FROM cas LEFT JOIN att ON true"""
+SELECT {_select("cas", "j_", JOB_COLUMNS)}, {_select("x", "a_", ATTEMPT_COLUMNS)},
+       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified,
+       1 / (SELECT count(*) FROM att)::int AS guard
+FROM cas LEFT JOIN (
+  SELECT * FROM att UNION ALL SELECT * FROM unsent UNION ALL SELECT * FROM others
+) AS x ON true
+ORDER BY x.number"""
 
 
 def as_row(record: Any, prefix: str, columns: Sequence[str]) -> types.SimpleNamespace | None:

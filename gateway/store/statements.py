@@ -91,7 +91,7 @@ AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).
 )
 
 #: R5's compare-and-swap for a running attempt, as SQLite runs it (PostgreSQL runs
-#: ``pg_round_trips.FINALIZE``): ``UPDATE jobs ... WHERE id = :job AND version =
+#: ``pg_round_trips.FINALIZE_ALONE``): ``UPDATE jobs ... WHERE id = :job AND version =
 #: :read_version AND completed_by IS NULL``, where job and read_version are the attempt's
 #: own (subqueries on the attempt, which must still be ``running``): no read before it,
 #: and the job's row is the first thing the transaction writes, as in every transition.

@@ -313,7 +313,56 @@ async def test_a_queued_hedge_is_cancelled_unsent_when_the_primary_wins(
     final = await store.get_job(job.id)
     assert final is not None
     assert [a.state for a in final.attempts] == [AttemptState.SUCCEEDED, AttemptState.CANCELLED]
-    assert "attempt_cancelled" in [e.kind for e in await store.events(job.id)]
+    assert final.attempts[1].error == {"reason": "job_decided_before_send"}
+    # The job the decision hands to waiters is the job as committed, hedge included.
+    assert won.job == final
+    cancelled = [e for e in await store.events(job.id) if e.kind == "attempt_cancelled"]
+    assert [(e.attempt_id, e.detail) for e in cancelled] == [(hedge.attempt.id, {"why": "decided"})]
+
+
+async def test_a_finish_racing_its_lease_expiry_is_decided_one_way_only(
+    database_url: str, make_job: Any
+) -> None:
+    """The runner's success and the reaper's ``unknown`` race: exactly one of them lands."""
+    clock = ManualClock()
+    finisher = await open_store(database_url, clock=clock)
+    reaper = await open_store(database_url, clock=clock)
+
+    async def finish_after(delay: float, attempt_id: str, n: int) -> Any:
+        await asyncio.sleep(delay)
+        return await finisher.finalize(attempt_id, {"answer": n})
+
+    outcomes = set()
+    # The reaper gets a head start from none to far more than it needs.
+    delays = [0.0, 0.0005, 0.001, 0.002, 0.005, 0.0, 0.001, 0.003, 0.2, 0.2]
+    try:
+        for n, delay in enumerate(delays):
+            job = (await finisher.create_or_get(make_job(key=f"race-{n}"))).job
+            running = await claim(finisher, ttl=5)
+            clock.advance(6)  # the lease has expired: both may act
+            reaped, won = await asyncio.gather(
+                reaper.reap_expired_leases(), finish_after(delay, running.attempt.id, n)
+            )
+            outcomes.add(won.outcome)
+            final = await finisher.get_job(job.id)
+            assert final is not None
+            (attempt,) = final.attempts
+            if won.outcome is FinalizeOutcome.WON:
+                assert reaped == []
+                assert attempt.state is AttemptState.SUCCEEDED
+                assert final.status is JobStatus.SUCCEEDED and final.result == {"answer": n}
+                assert won.job == final
+            else:
+                assert won.outcome is FinalizeOutcome.STALE
+                assert [r.id for r in reaped] == [attempt.id]
+                assert attempt.state is AttemptState.UNKNOWN
+                assert final.status is JobStatus.UNKNOWN and final.result is None
+            kinds = [e.kind for e in await finisher.events(job.id)]
+            assert ("attempt_succeeded" in kinds) != ("attempt_unknown" in kinds)
+        assert FinalizeOutcome.STALE in outcomes  # the reaper's side was exercised too
+    finally:
+        await finisher.close()
+        await reaper.close()
 
 
 async def test_a_queued_failover_is_cancelled_when_an_unknown_attempt_is_resolved_as_won(
