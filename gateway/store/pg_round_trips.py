@@ -34,6 +34,17 @@ def _select(alias: str, prefix: str, columns: Sequence[str]) -> str:
     return ", ".join(f"{alias}.{c} AS {prefix}{c}" for c in columns)
 
 
+def _key_taken_event(job: str, fingerprint: str, now: str) -> str:
+    """The audit of a key already taken: ``replayed`` (same fingerprint) or ``conflict``."""
+    return f"""INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT {job}.id, NULL,
+         CASE WHEN {job}.fingerprint = {fingerprint} THEN 'replayed' ELSE 'conflict' END,
+         CASE WHEN {job}.fingerprint = {fingerprint} THEN '{{}}'::jsonb
+              ELSE jsonb_build_object('fingerprint', {fingerprint}::text) END,
+         {now}
+  FROM {job}"""
+
+
 def _create(notify_attempt: bool) -> str:
     notify = f"pg_notify('{ATTEMPTS_CHANNEL}', '')" if notify_attempt else "NULL::void"
     return f"""
@@ -59,13 +70,7 @@ WITH job AS (
   SELECT * FROM jobs
   WHERE owner_id = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM job)
 ), old_event AS (
-  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT old.id, NULL,
-         CASE WHEN old.fingerprint = $4 THEN 'replayed' ELSE 'conflict' END,
-         CASE WHEN old.fingerprint = $4 THEN '{{}}'::jsonb
-              ELSE jsonb_build_object('fingerprint', $4::text) END,
-         $10
-  FROM old
+  {_key_taken_event("old", "$4", "$10")}
 )
 SELECT true AS created, {_select("job", "j_", JOB_COLUMNS)},
        {_select("attempt", "a_", ATTEMPT_COLUMNS)}, {notify} AS notified
@@ -90,13 +95,7 @@ REPLAY = f"""
 WITH job AS (
   SELECT * FROM jobs WHERE owner_id = $1 AND idempotency_key = $2
 ), event AS (
-  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT job.id, NULL,
-         CASE WHEN job.fingerprint = $3 THEN 'replayed' ELSE 'conflict' END,
-         CASE WHEN job.fingerprint = $3 THEN '{{}}'::jsonb
-              ELSE jsonb_build_object('fingerprint', $3::text) END,
-         $4
-  FROM job
+  {_key_taken_event("job", "$3", "$4")}
 )
 SELECT {_select("job", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
 FROM job LEFT JOIN attempts AS a ON a.job_id = job.id

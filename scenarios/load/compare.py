@@ -400,18 +400,10 @@ async def run_database(
             script = wrk_scripts.write(work / "sync.lua", sync)
             run_wrk(base, script, connections=4, duration=2, prefix="warm")
             rss_before = tree_rss_kib(pid)
-            for connections in (16, 1):
-                say(f"[{kind}] sync durable jobs, {connections} connection(s)")
-                run = measure(
-                    base,
-                    script,
-                    connections=connections,
-                    duration=seconds,
-                    prefix=f"s{connections}",
-                    pid=pid,
-                )
+            for connections, run in at_16_and_1(
+                base, script, seconds, pid, label=f"[{kind}] sync durable jobs", prefix="s"
+            ):
                 out[f"sync_{connections}"] = run
-                say(f"  {run['rps']} jobs/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
             out["gateway_rss_kib"] = {"after_warmup": rss_before, "after_runs": tree_rss_kib(pid)}
             if args.soak:
                 out["soak"] = await soak(base, script, pid, args.soak)
@@ -429,6 +421,24 @@ async def soak(base: str, script: Path, pid: int, seconds: float) -> dict[str, A
         samples.append(tree_rss_kib(pid))
         say(f"  {(n + 1) * SOAK_STEP:.0f} s: RSS {samples[-1] // 1024} MiB, {jobs} jobs")
     return {"seconds": seconds, "jobs": jobs, "bad": bad, "rss_kib": samples}
+
+
+def at_16_and_1(
+    base: str, script: Path, seconds: float, pid: int, *, label: str, prefix: str
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Measure ``script`` at 16 connections, then at 1, printing each; yield both runs."""
+    for connections in (16, 1):
+        say(f"{label}, {connections} connection(s)")
+        run = measure(
+            base,
+            script,
+            connections=connections,
+            duration=seconds,
+            prefix=f"{prefix}{connections}",
+            pid=pid,
+        )
+        say(f"  {run['rps']} req/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
+        yield connections, run
 
 
 async def run_peer(peer: peers.Peer, upstream: str, work: Path, seconds: float) -> dict[str, Any]:
@@ -453,18 +463,10 @@ async def run_peer(peer: peers.Peer, upstream: str, work: Path, seconds: float) 
                 base, pid = await stack.enter_async_context(peers.dbos_app(upstream, url, work))
             script = wrk_scripts.write(work / f"{peer.name}.lua", load)
             run_wrk(base, script, connections=4, duration=2, prefix="warm")
-            for connections in (16, 1):
-                say(f"[{peer.name}] {connections} connection(s)")
-                run = measure(
-                    base,
-                    script,
-                    connections=connections,
-                    duration=seconds,
-                    prefix=f"{peer.name}{connections}",
-                    pid=pid,
-                )
+            for connections, run in at_16_and_1(
+                base, script, seconds, pid, label=f"[{peer.name}]", prefix=peer.name
+            ):
                 out[f"load_{connections}"] = run
-                say(f"  {run['rps']} req/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
     except SystemExit as exc:
         if not isinstance(exc.code, str):  # SIGTERM or Ctrl-C, not a peer's failure
             raise
