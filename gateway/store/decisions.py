@@ -135,8 +135,9 @@ class Decisions(StoreBase):
             )
             if won is not None:
                 return won
-            async with self._tx() as tx:
-                return await self._not_won(tx, attempt_id)
+            # Lost, stale, or the job changed while the statement waited for its lock:
+            # the transaction below decides with fresh statements (its CAS cannot win a
+            # race the statement lost: versions only grow, decisions are final).
         async with self._tx() as tx:
             conn = tx.conn
             now = self._now()
@@ -145,7 +146,7 @@ class Decisions(StoreBase):
             if job_row is None:
                 return await self._not_won(tx, attempt_id)
             job_id = job_row.id
-            tx.notified(job_id, sent=False)
+            tx.notified(job_id, sent=False)  # PostgreSQL: ``_tx`` sends the pg_notify
             finish = {
                 "attempt_id": attempt_id,
                 "target": A.SUCCEEDED.value,
@@ -202,6 +203,10 @@ class Decisions(StoreBase):
         current = await self._attempt_row(tx.conn, attempt_id)
         if current is None or current.state != A.RUNNING.value:
             return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+        # The job before the attempt, the order every writer takes: ``_lose`` moves the
+        # attempt, then its event's foreign key wants the job, and the reaper holds the
+        # job and wants the attempt (a deadlock a review reproduced).
+        await self._lock_job(tx.conn, current.job_id)
         tx.jobs.add(current.job_id)
         lost = await self._lose(tx.conn, current.job_id, attempt_id, [A.RUNNING])
         tx.decided(lost.job)

@@ -107,13 +107,28 @@ ORDER BY a.number"""
 #: decided job with a row per attempt. Once the attempt is locked and seen ``running``
 #: nothing can move it, so the CAS and the attempt's move happen together or not at all;
 #: ``guard`` divides by zero (aborting the statement, so nothing is written) should a CAS
-#: ever find no attempt to move. No row: the CAS did not win (lost, or the attempt moved).
+#: ever find no attempt to move.
+#:
+#: The statement's snapshot is taken before it waits for the job's lock, and a sibling
+#: attempt added or moved by a transaction that committed meanwhile would be invisible
+#: to it (left ``starting``, or returned in its old state). Every such writer also updates
+#: the job's row (``_refresh_status``), so the statement acts only if the row it locked is
+#: the row its snapshot sees (same ``xmin``). No row: the CAS did not win here (lost, the
+#: attempt moved, or the job changed while waiting); the transaction path decides.
+#: ``FOR NO KEY UPDATE``: the row's key never changes, and event inserts (whose foreign
+#: key takes ``KEY SHARE`` on the job) need not wait for the decision.
 FINALIZE_ALONE = f"""
 WITH j AS (
-  SELECT id FROM jobs WHERE id = (SELECT job_id FROM attempts WHERE id = $1) FOR UPDATE
+  SELECT id, xmin AS locked_xmin FROM jobs
+  WHERE id = (SELECT job_id FROM attempts WHERE id = $1)
+  FOR NO KEY UPDATE
 ), a AS (
   SELECT job_id, read_version FROM attempts
-  WHERE id = $1 AND state = 'running' AND job_id IN (SELECT id FROM j)
+  WHERE id = $1 AND state = 'running'
+    AND job_id IN (
+      SELECT j.id FROM j
+      WHERE j.locked_xmin = (SELECT xmin FROM jobs AS seen WHERE seen.id = j.id)
+    )
   FOR UPDATE
 ), cas AS (
   UPDATE jobs SET status = 'succeeded', result = $2::jsonb, error = NULL,

@@ -394,3 +394,43 @@ async def test_provider_error_text_with_nul_is_stored_scrubbed_on_every_database
     assert final is not None and final.error is not None
     assert final.error["message"] == "bad\ufffdbody ?"
     assert final.attempts[0].error == final.error
+
+
+async def test_a_hedge_committed_while_the_decision_waits_for_the_job_is_still_cancelled(
+    database_url: str, make_job: Any
+) -> None:
+    """The decision waits for the job's lock; what committed meanwhile is not lost.
+
+    A review reproduced it on PostgreSQL: a hedge added (and committed) while the
+    one-statement decision waited for the job's lock was invisible to its snapshot, left
+    ``starting`` on a decided job and missing from the job handed to waiters.
+    """
+    from gateway.store.base import WriteTx
+
+    store = await open_store(database_url)
+    other = await open_store(database_url)
+    try:
+        job = (await store.create_or_get(make_job())).job
+        primary = await claim(store)
+        async with other.engine.connect() as conn:
+            tx = await conn.begin()
+            await other._lock_job(conn, job.id)
+            hedge = await other._insert_attempt(
+                conn, WriteTx(), job.id, 2, "fallback", AttemptReason.HEDGE
+            )
+            await other._refresh_status(conn, job.id)
+            deciding = asyncio.create_task(store.finalize(primary.attempt.id, {"answer": 1}))
+            await asyncio.sleep(0.3)  # the decision is now waiting (PostgreSQL) for the lock
+            await tx.commit()
+        won = await asyncio.wait_for(deciding, 10)
+        assert won.outcome is FinalizeOutcome.WON
+        final = await store.get_job(job.id)
+        assert final is not None
+        assert {a.id: a.state for a in final.attempts} == {
+            primary.attempt.id: AttemptState.SUCCEEDED,
+            hedge.id: AttemptState.CANCELLED,
+        }
+        assert won.job == final
+    finally:
+        await store.close()
+        await other.close()
