@@ -111,6 +111,32 @@ async def post_job(
     )
 
 
+async def create_watched_job(
+    ctx: ScenarioContext,
+    s: Stage,
+    idempotency_key: str,
+    body: dict[str, Any],
+    *,
+    wait: int | None = None,
+    what: str = "the job is created",
+    label: str = "",
+) -> str:
+    """Create a job on the stage's gateway, expect 201 (``what``), put it on the timeline.
+
+    Return its id; the scenario stops here if the gateway made no job.
+    """
+    created = await post_job(ctx, s.gateway, s.key, idempotency_key, body, wait=wait)
+    ctx.expect(
+        created.status_code == 201,
+        what,
+        f"status {created.status_code}: {created.text[:200]}",
+    )
+    job_id = job_id_of(created)
+    assert job_id is not None
+    ctx.watch(s.gateway, s.key, job_id, s.sim, label)
+    return job_id
+
+
 async def concurrent_posts(
     ctx: ScenarioContext,
     gateways: list[Process],

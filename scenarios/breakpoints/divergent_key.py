@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scenarios.context import ScenarioContext, brief
 from scenarios.registry import scenario
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, job_id_of, post_job, stage
 
 NAME = "divergent-key"
 REUSED = "urn:onejob:idempotency-key-reused"
@@ -17,15 +17,9 @@ async def divergent_key(ctx: ScenarioContext) -> None:
     """Reuse a key with a different input, after and while the first job runs."""
     s = await stage(ctx)
     original = ctx.job_body(s.contract, seed=0)
-    created = await post_job(ctx, s.gateway, s.key, "dk-1", original, wait=15)
-    ctx.expect(
-        created.status_code == 201,
-        "the first POST creates the job",
-        f"status {created.status_code}: {created.text[:200]}",
+    job_id = await create_watched_job(
+        ctx, s, "dk-1", original, wait=15, what="the first POST creates the job"
     )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim)
     before = await ctx.wait_job(
         s.gateway,
         s.key,

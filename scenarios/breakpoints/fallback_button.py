@@ -7,7 +7,7 @@ import asyncio
 from scenarios.context import ScenarioContext, brief, listed
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, stage
 
 NAME = "fallback-button-during-unknown"
 DEADLINE = 1.5  # seconds, the primary's attempt deadline in this scenario
@@ -21,15 +21,7 @@ async def fallback_button(ctx: ScenarioContext) -> None:
     """Click the fallback button while the first attempt runs, and again once it is unknown."""
     s = await stage(ctx, certified=True, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "hang"}])
-    created = await post_job(ctx, s.gateway, s.key, "fb-1", ctx.job_body(s.contract))
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
-    )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim)
+    job_id = await create_watched_job(ctx, s, "fb-1", ctx.job_body(s.contract))
     await ctx.wait_calls(s.sim, 1, 5.0)
     url = f"{s.gateway.base_url}/v1/jobs/{job_id}/attempts"
     ctx.action("fallback button while running")

@@ -18,7 +18,7 @@ from scenarios.context import ScenarioContext, brief, listed, winner_of
 from scenarios.harness import Process
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import Stage, job_id_of, post_job, stage
+from scenarios.stage import Stage, create_watched_job, stage
 
 NAME = "unknown-resolved-by-reconciler"
 DEADLINE = 1.5  # seconds, sim-openai's attempt deadline
@@ -47,15 +47,9 @@ async def reconciler_unknown(ctx: ScenarioContext) -> None:
 async def answered_late(ctx: ScenarioContext, s: Stage) -> None:
     """The provider finishes after the client gave up; the reconciler finds its answer."""
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": DEADLINE + LATE}])
-    created = await post_job(ctx, s.gateway, s.key, "rec-late", ctx.job_body(s.contract))
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
+    job_id = await create_watched_job(
+        ctx, s, "rec-late", ctx.job_body(s.contract), label="late answer"
     )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim, "late answer")
     job = await ctx.wait_job(
         s.gateway,
         s.key,
@@ -126,15 +120,14 @@ async def answered_late(ctx: ScenarioContext, s: Stage) -> None:
 async def never_ran(ctx: ScenarioContext, s: Stage) -> None:
     """The request is lost before the provider runs it: not found, stays unknown."""
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "drop_unprocessed"}])
-    created = await post_job(ctx, s.gateway, s.key, "rec-lost", ctx.job_body(s.contract, seed=1))
-    ctx.expect(
-        created.status_code == 201,
-        "the second job is created",
-        f"status {created.status_code}: {created.text[:200]}",
+    job_id = await create_watched_job(
+        ctx,
+        s,
+        "rec-lost",
+        ctx.job_body(s.contract, seed=1),
+        what="the second job is created",
+        label="lost request",
     )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim, "lost request")
     job = await ctx.wait_job(
         s.gateway,
         s.key,

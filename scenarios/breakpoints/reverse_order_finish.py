@@ -7,7 +7,7 @@ import json
 from scenarios.context import ScenarioContext, attempt_number, brief, winner_of
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, stage
 
 NAME = "reverse-order-finish"
 PRIMARY_DELAY = 2.5  # seconds the primary takes to answer
@@ -21,15 +21,7 @@ async def reverse_order_finish(ctx: ScenarioContext) -> None:
     """Delay the primary past the hedge threshold and watch the CAS drop its late answer."""
     s = await stage(ctx, certified=True, hedgeable=True, hedge_after_s=HEDGE_AFTER)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": PRIMARY_DELAY}])
-    created = await post_job(ctx, s.gateway, s.key, "rof-1", ctx.job_body(s.contract), wait=15)
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
-    )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim)
+    job_id = await create_watched_job(ctx, s, "rof-1", ctx.job_body(s.contract), wait=15)
     won = await ctx.wait_job(
         s.gateway,
         s.key,

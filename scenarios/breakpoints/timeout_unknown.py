@@ -7,7 +7,7 @@ import asyncio
 from scenarios.context import ScenarioContext, brief, winner_of
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, stage
 
 NAME = "timeout-unknown"
 DEADLINE = 1.5  # seconds, the primary's attempt deadline in this scenario
@@ -21,15 +21,7 @@ async def timeout_unknown(ctx: ScenarioContext) -> None:
     """Hang the primary past its deadline, then resolve the unknown attempt as an admin."""
     s = await stage(ctx, certified=True, admin=True, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "hang"}])
-    created = await post_job(ctx, s.gateway, s.key, "tu-1", ctx.job_body(s.contract), wait=15)
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
-    )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim)
+    job_id = await create_watched_job(ctx, s, "tu-1", ctx.job_body(s.contract), wait=15)
     job = await ctx.wait_job(
         s.gateway,
         s.key,

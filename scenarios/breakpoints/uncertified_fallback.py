@@ -9,7 +9,7 @@ from scenarios.context import ScenarioContext, brief, winner_of
 from scenarios.harness import HarnessError
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, job_id_of, post_job, stage
 
 NAME = "uncertified-fallback"
 
@@ -24,15 +24,9 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
     """Fail the primary with 503 before and after certifying the fallback."""
     s = await stage(ctx)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
-    created = await post_job(ctx, s.gateway, s.key, "uf-1", ctx.job_body(s.contract), wait=15)
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
+    job_id = await create_watched_job(
+        ctx, s, "uf-1", ctx.job_body(s.contract), wait=15, label="before"
     )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim, label="before")
     job = await ctx.wait_job(
         s.gateway, s.key, job_id, lambda j: j.get("status") == "failed", 10.0, "the job fails"
     )

@@ -7,7 +7,7 @@ import asyncio
 from scenarios.context import ScenarioContext, brief
 from scenarios.registry import scenario
 from scenarios.setup import SIM_OPENAI
-from scenarios.stage import job_id_of, post_job, stage
+from scenarios.stage import create_watched_job, stage
 
 NAME = "worker-crash"
 LEASE_TTL = 2.0  # seconds a runner's lease lasts without renewal
@@ -20,15 +20,7 @@ async def worker_crash(ctx: ScenarioContext) -> None:
     """Kill the gateway while its provider call is in flight, restart it, watch the lease."""
     s = await stage(ctx, lease_ttl=LEASE_TTL, reap_interval=0.3, openai_timeout=DEADLINE)
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "delay", "seconds": CALL_TIME}])
-    created = await post_job(ctx, s.gateway, s.key, "wc-1", ctx.job_body(s.contract))
-    ctx.expect(
-        created.status_code == 201,
-        "the job is created",
-        f"status {created.status_code}: {created.text[:200]}",
-    )
-    job_id = job_id_of(created)
-    assert job_id is not None
-    ctx.watch(s.gateway, s.key, job_id, s.sim)
+    job_id = await create_watched_job(ctx, s, "wc-1", ctx.job_body(s.contract))
     calls = await ctx.wait_calls(s.sim, 1, 10.0)
     ctx.expect(len(calls) == 1, "the provider call is in flight", f"{len(calls)} calls")
     ctx.action("SIGKILL gateway")
