@@ -324,9 +324,7 @@ class CreationAndReads(StoreBase):
 
 def _existing(records: Sequence[Any], new: NewJob) -> CreateResult:
     """The job a taken key made, from a row per attempt: a replay, or a conflict."""
-    job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
-    rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
-    existing = job_record(job_row, [r for r in rows if r is not None])
+    existing = pg.job_of(records)
     if existing.fingerprint == new.fingerprint:
         return CreateResult(CreateOutcome.REPLAYED, existing)
     return CreateResult(CreateOutcome.CONFLICT, existing)

@@ -191,9 +191,7 @@ class Decisions(StoreBase):
             records = await driver.fetch(sql, *params)
         if not records:
             return None
-        job_row = pg.as_row(records[0], "j_", pg.JOB_COLUMNS)
-        rows = [pg.as_row(r, "a_", pg.ATTEMPT_COLUMNS) for r in records]
-        decided = job_record(job_row, [r for r in rows if r is not None])
+        decided = pg.job_of(records)
         # Published here as ``_tx`` does after a commit; the statement sent pg_notify.
         self.hub.publish_job(decided.id, decided)
         return _won(attempt_id, decided)

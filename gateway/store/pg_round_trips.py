@@ -23,7 +23,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gateway.domain.records import JobRecord
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
+from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
 
 JOB_COLUMNS = [c.name for c in jobs.c]
@@ -173,6 +175,13 @@ def as_row(record: Any, prefix: str, columns: Sequence[str]) -> types.SimpleName
     if values["id"] is None:
         return None
     return types.SimpleNamespace(**values)
+
+
+def job_of(records: Sequence[Any]) -> JobRecord:
+    """Read a job from a row per attempt, its columns repeated (``j_``, ``a_`` prefixes)."""
+    job_row = as_row(records[0], "j_", JOB_COLUMNS)
+    rows = [as_row(r, "a_", ATTEMPT_COLUMNS) for r in records]
+    return job_record(job_row, [r for r in rows if r is not None])
 
 
 def as_json(value: Any) -> str:
