@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import time
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from typing import Any
 
 from gateway.dispatch.calling import call_provider, output_violations
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock, SystemClock
+from gateway.domain.clock import Clock, SystemClock, aware
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.domain.records import (
     AddAttemptOutcome,
@@ -50,11 +49,6 @@ log = logging.getLogger(__name__)
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    """Read a stored timestamp (naive means UTC) as timezone-aware."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 class Dispatcher:
@@ -257,7 +251,7 @@ class Dispatcher:
         attempt, job = claimed.attempt, claimed.job
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         if attempt.started_at is not None:
-            queued = (_aware(attempt.started_at) - _aware(attempt.created_at)).total_seconds()
+            queued = (aware(attempt.started_at) - aware(attempt.created_at)).total_seconds()
             self.metrics.queue_seconds.observe(max(queued, 0.0))
         log.info("attempt claimed", extra={**ids, "number": attempt.number})
 
@@ -294,7 +288,7 @@ class Dispatcher:
             )
         remaining = MIN_CALL_TIMEOUT
         if attempt.deadline_at is not None:
-            left = (_aware(attempt.deadline_at) - self.clock.now()).total_seconds()
+            left = (aware(attempt.deadline_at) - self.clock.now()).total_seconds()
             remaining = max(left, MIN_CALL_TIMEOUT)
         try:
             request = contract.provider_request(

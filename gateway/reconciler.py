@@ -33,7 +33,7 @@ from typing import Any
 
 from gateway.dispatch.calling import output_violations
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock, SystemClock
+from gateway.domain.clock import Clock, SystemClock, aware
 from gateway.domain.ports import ContractSpec, JobStore
 from gateway.domain.records import AttemptRecord, TransitionOutcome, TransitionResult
 from gateway.domain.states import AttemptState
@@ -79,10 +79,6 @@ class PassSummary:
 
 def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 class Reconciler:
@@ -132,7 +128,7 @@ class Reconciler:
             a
             for a in unknown
             if a.provider in self.lookups
-            and (now - _aware(a.deadline_at or a.created_at)).total_seconds() >= grace
+            and (now - aware(a.deadline_at or a.created_at)).total_seconds() >= grace
         ]
         return due[: self.config.batch]
 

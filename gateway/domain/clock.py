@@ -8,6 +8,11 @@ from typing import Protocol
 from ulid import ULID
 
 
+def aware(value: dt.datetime) -> dt.datetime:
+    """Read a stored timestamp (naive means UTC) as timezone-aware."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
 class Clock(Protocol):
     """Tell the current time (UTC, timezone-aware)."""
 
