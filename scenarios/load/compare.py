@@ -401,7 +401,13 @@ async def run_database(
             run_wrk(base, script, connections=4, duration=2, prefix="warm")
             rss_before = tree_rss_kib(pid)
             for connections, run in at_16_and_1(
-                base, script, seconds, pid, label=f"[{kind}] sync durable jobs", prefix="s"
+                base,
+                script,
+                seconds,
+                pid,
+                label=f"[{kind}] sync durable jobs,",
+                prefix="s",
+                unit="jobs/s",
             ):
                 out[f"sync_{connections}"] = run
             out["gateway_rss_kib"] = {"after_warmup": rss_before, "after_runs": tree_rss_kib(pid)}
@@ -424,11 +430,18 @@ async def soak(base: str, script: Path, pid: int, seconds: float) -> dict[str, A
 
 
 def at_16_and_1(
-    base: str, script: Path, seconds: float, pid: int, *, label: str, prefix: str
+    base: str,
+    script: Path,
+    seconds: float,
+    pid: int,
+    *,
+    label: str,
+    prefix: str,
+    unit: str = "req/s",
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Measure ``script`` at 16 connections, then at 1, printing each; yield both runs."""
     for connections in (16, 1):
-        say(f"{label}, {connections} connection(s)")
+        say(f"{label} {connections} connection(s)")
         run = measure(
             base,
             script,
@@ -437,7 +450,7 @@ def at_16_and_1(
             prefix=f"{prefix}{connections}",
             pid=pid,
         )
-        say(f"  {run['rps']} req/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
+        say(f"  {run['rps']} {unit}, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
         yield connections, run
 
 
