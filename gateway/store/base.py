@@ -84,7 +84,7 @@ class StoreBase:
         tx = WriteTx()
         # SQLite has one write lock per file: queue this process's writers on an asyncio
         # lock (FIFO, no polling) instead of letting each sleep in the driver's busy
-        # handler. Other processes still wait through ``busy_timeout``.
+        # handler. Other processes' writers are waited for in ``sqlite_inline``.
         async with self._write_lock, self.engine.begin() as conn:
             tx.conn = conn
             yield tx

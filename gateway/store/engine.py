@@ -12,7 +12,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for the lock before failing
+from gateway.store.sqlite_inline import inline_creator
+
+SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for another process's lock
 #: Connections kept per process: the default 16 runners plus requests in flight. An
 #: overflow connection is opened for one checkout and closed at checkin, so a pool smaller
 #: than the usual concurrency opens and closes a connection (a backend fork, type
@@ -56,6 +58,14 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("pool_size", 8)
     kwargs.setdefault("max_overflow", 8)
     kwargs.setdefault("pool_timeout", 60)
+    parsed = make_url(url)
+    (database, *_), cparams = parsed.get_dialect()().create_connect_args(parsed)
+    # Every call runs on the event loop's thread (sqlite_inline says why); a pooled
+    # connection may still be handed to another loop's thread (migrations, tests).
+    cparams["check_same_thread"] = False
+    kwargs.setdefault(
+        "async_creator", inline_creator(database, SQLITE_BUSY_TIMEOUT / 1000, cparams)
+    )
     engine = create_async_engine(url, **kwargs)
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -65,7 +75,6 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
         try:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
