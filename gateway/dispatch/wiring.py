@@ -25,6 +25,7 @@ from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
 from gateway.settings import Settings
 from providers.factory import build_provider
+from providers.network import provider_client
 
 if TYPE_CHECKING:
     from gateway.runtime import Runtime
@@ -73,13 +74,13 @@ class DispatcherService:
         pool = max(
             MIN_POOL_CONNECTIONS, POOL_CONNECTIONS_PER_RUNNER * self.settings.dispatcher.runners
         )
-        self._client = httpx.AsyncClient(
-            transport=self._transport,
-            limits=httpx.Limits(
+        self._client = provider_client(
+            httpx.Limits(
                 max_connections=pool,
                 max_keepalive_connections=pool,
                 keepalive_expiry=KEEPALIVE_EXPIRY,
             ),
+            self._transport,
         )
         providers = {
             name: build_provider(cfg, self._client) for name, cfg in self.settings.providers.items()

@@ -1,0 +1,262 @@
+"""The provider client's asyncio network backend fails exactly where httpcore's anyio
+backend does, with the same exceptions (``providers/network.py``).
+
+Every break point runs against both backends over real loopback sockets, and the test
+asserts the same outcome: the adapters tell "not sent" from "maybe sent" by these
+exception classes, so a difference would change what an attempt becomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+import uvloop
+
+from providers.network import AsyncioBackend, provider_client, use_asyncio_backend
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+BACKENDS = ["anyio", "asyncio"]
+
+
+class Server:
+    """A raw HTTP/1.1 server on loopback whose behaviour each test chooses."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> Server:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.handler(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        self.server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=self.ssl)
+        return self
+
+    ssl: ssl.SSLContext | None = None
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """Read one request (head and Content-Length body); b'' when the client went away."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return await reader.readexactly(length)
+
+
+def answer(body: bytes, *, close: bool = False) -> bytes:
+    extra = b"connection: close\r\n" if close else b""
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+def client(backend: str, **kwargs: Any) -> httpx.AsyncClient:
+    c = httpx.AsyncClient(**kwargs)
+    if backend == "asyncio":
+        assert use_asyncio_backend(c._transport)
+    return c
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+Run = Callable[[Coroutine[Any, Any, None]], None]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Run:
+    """Run a test body on asyncio's loop and on uvloop's (``onejob serve`` runs uvloop)."""
+    return uvloop.run if request.param == "uvloop" else asyncio.run
+
+
+async def outcome(call: Awaitable[httpx.Response]) -> str:
+    """``"200 <body>"`` or the exception's class name."""
+    try:
+        response = await call
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    return f"{response.status_code} {response.text}"
+
+
+def test_keep_alive_is_reused_and_an_idle_hang_up_opens_a_new_connection(
+    backend: str, run: Run
+) -> None:
+    async def body() -> None:
+        async def keep_then_hang_up(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            for _ in range(2):  # two requests on this connection, then it goes away while idle
+                await read_request(reader)
+                writer.write(answer(b"ok"))
+                await writer.drain()
+
+        async with Server(keep_then_hang_up) as server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert [await outcome(c.post(url, json={})) for _ in range(2)] == ["200 ok"] * 2
+            assert server.connections == 1
+            await asyncio.sleep(0.1)  # the server closed the idle connection
+            # Sending on it would be "maybe sent" (RemoteProtocolError): the pool must see
+            # the hang-up and open a new connection instead.
+            assert await outcome(c.post(url, json={})) == "200 ok"
+            assert server.connections == 2
+
+    run(body())
+
+
+def test_a_refused_connection_is_a_connect_error(backend: str, run: Run) -> None:
+    async def body() -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]  # bound, never listening: refused
+            async with client(backend) as c:
+                assert await outcome(c.post(f"http://127.0.0.1:{port}/", json={})) == "ConnectError"
+
+    run(body())
+
+
+def test_no_answer_in_time_is_a_read_timeout(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            await asyncio.sleep(2)
+
+        async with Server(silent) as server, client(backend, timeout=0.3) as c:
+            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+            assert got == "ReadTimeout"
+
+    run(body())
+
+
+def test_a_hang_up_after_the_request_is_a_remote_protocol_error(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)  # the request arrived: it may have run
+
+        async with Server(hang_up) as server, client(backend) as c:
+            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+            assert got == "RemoteProtocolError"
+
+    run(body())
+
+
+def test_a_reset_mid_body_is_a_read_error(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()  # RST, not FIN
+
+        async with Server(reset) as server, client(backend) as c:
+            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+            assert got == "ReadError"
+
+    run(body())
+
+
+def test_a_close_mid_body_is_a_remote_protocol_error(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
+            await writer.drain()
+
+        async with Server(short) as server, client(backend) as c:
+            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+            assert got == "RemoteProtocolError"
+
+    run(body())
+
+
+def test_large_bodies_both_ways_arrive_whole(backend: str, run: Run) -> None:
+    async def body() -> None:
+        big = bytes(range(256)) * 16_384  # 4 MiB: both sides' flow control engages
+
+        async def echo_slowly(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(0.2)  # the client's writes back up meanwhile
+            body = await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body))
+            for start in range(0, len(body), 65_536):
+                writer.write(body[start : start + 65_536])
+                await writer.drain()
+
+        async with Server(echo_slowly) as server, client(backend) as c:
+            response = await c.post(f"http://127.0.0.1:{server.port}/", content=big)
+            assert response.content == big
+
+    run(body())
+
+
+@pytest.fixture(scope="module")
+def certificates() -> trustme.CA:
+    return trustme.CA()
+
+
+def test_tls_round_trips_and_a_wrong_certificate_is_a_connect_error(
+    backend: str, certificates: trustme.CA, run: Run
+) -> None:
+    async def body() -> None:
+        async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(answer(b"secret", close=True))
+            await writer.drain()
+
+        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        certificates.issue_cert("127.0.0.1").configure_cert(server_ctx)
+        trusted = ssl.create_default_context()
+        certificates.configure_trust(trusted)
+        server = Server(ok)
+        server.ssl = server_ctx
+        async with server:
+            url = f"https://127.0.0.1:{server.port}/"
+            async with client(backend, verify=trusted) as c:
+                assert await outcome(c.post(url, json={})) == "200 secret"
+            async with client(backend) as c:  # the system's CAs do not know this one
+                assert await outcome(c.post(url, json={})) == "ConnectError"
+
+    run(body())
+
+
+def test_the_provider_client_connects_through_the_asyncio_backend(run: Run) -> None:
+    """The client every adapter shares gets this backend, and keeps env proxies."""
+
+    async def body() -> None:
+        limits = httpx.Limits(max_connections=4)
+        async with provider_client(limits) as c:
+            pool = c._transport._pool  # type: ignore[attr-defined]
+            assert isinstance(pool._network_backend, AsyncioBackend)
+            assert pool._max_connections == 4
+        mock = httpx.MockTransport(lambda request: httpx.Response(204))
+        async with provider_client(limits, transport=mock) as c:  # tests' transports stay
+            assert (await c.get("http://example.invalid/")).status_code == 204
+
+    run(body())
