@@ -130,7 +130,9 @@ async def test_sigkilled_gateway_leaves_its_in_process_first_attempt_unknown_nev
     )
     config = write_config(tmp_path / "onejob.toml", settings)
     await sim_control.script("sim-openai", {"kind": "hang"})
-    victim, base = await procs.serve(config)
+    # One process, so the SIGKILL below is the process that runs the attempt (on
+    # PostgreSQL the default is one worker per CPU, under a supervisor).
+    victim, base = await procs.serve(config, "--workers", "1")
     async with httpx.AsyncClient(base_url=base, timeout=10.0) as client:
         created = await client.post("/v1/jobs", json=body(), headers=headers(keys[0], "crash-1"))
     assert created.status_code == 201, created.text

@@ -151,3 +151,22 @@ async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_orde
     )
     assert [r.name for r in report.results] == ["first-slow", "second-fast"]
     assert finished == ["1/2 second-fast", "2/2 first-slow"]  # so they overlapped
+
+
+def test_workers_default_to_one_per_cpu_on_postgresql_and_one_on_sqlite(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert Settings(database_url="postgresql+asyncpg://h/db").workers == 6
+    assert Settings(database_url="sqlite+aiosqlite:///./onejob.db").workers == 1
+    assert Settings(database_url="postgresql+asyncpg://h/db", workers=3).workers == 3
+    assert Settings(database_url="sqlite+aiosqlite:///x.db", workers=2).workers == 2
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert Settings(database_url="postgresql+asyncpg://h/db").workers == 1
+    from gateway.settings import load_settings
+
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    pg = {"ONEJOB_DATABASE_URL": "postgresql+asyncpg://h/db"}
+    assert load_settings(None, env={**pg, "ONEJOB_WORKERS": "0"}).workers == 4
+    assert load_settings(None, env={**pg, "ONEJOB_WORKERS": "1"}).workers == 1
