@@ -312,10 +312,10 @@ def gateway_settings(
 
 @contextlib.asynccontextmanager
 async def gateway(settings: Path, port: int, work: Path, workers: int) -> Any:
-    """Run one gateway process (``--workers`` children when > 1); yield its PID."""
+    """Run one gateway (``--workers`` children when > 1; 0: the settings'); yield its PID."""
     log = work / f"gateway-{port}.log"
     cmd = ["-m", "scenarios.load.gateway_proc", "--settings", str(settings)]
-    if workers > 1:
+    if workers:
         cmd += ["--workers", str(workers)]
     with child(cmd, log) as proc:
         await ready(f"http://127.0.0.1:{port}/healthz", proc, log)
@@ -359,6 +359,8 @@ async def run_database(
             url, port, upstream, dispatcher=False, runners=args.runners, work=work
         )
         base = f"http://127.0.0.1:{port}"
+        out["workers"] = args.workers or json.loads(cfg.read_text(encoding="utf-8"))["workers"]
+        say(f"[{kind}] {out['workers']} gateway worker(s)")
         async with gateway(cfg, port, work, args.workers) as pid:
             create = wrk_scripts.create_jobs(key, body, wait=None)
             script = wrk_scripts.write(work / "create.lua", create)
@@ -499,7 +501,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "commit": commit(),
         "duration_s": args.duration,
-        "workers": args.workers,
+        "workers_requested": args.workers,
         "runners": args.runners,
         "loadavg_at_start": os.getloadavg(),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
@@ -593,7 +595,8 @@ def summary(report: dict[str, Any]) -> str:
     """Render the figures and the goals as a short table."""
     lines = [
         f"commit {report['commit']}, load average at start {report['loadavg_at_start'][0]:.2f},"
-        f" at end {report['loadavg_at_end'][0]:.2f}; {report['workers']} worker(s)",
+        f" at end {report['loadavg_at_end'][0]:.2f}; workers: "
+        + ", ".join(f"{db['database']} {db.get('workers', '?')}" for db in report["databases"]),
         f"upstream alone: {report['upstream_16']['rps']} req/s at 16 connections,"
         f" p50 {report['upstream_1']['p50_ms']} ms at 1",
     ]
@@ -698,7 +701,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--databases", default="postgresql,sqlite")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
-    parser.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="gateway worker processes (default 0: the gateway's own default per database)",
+    )
     parser.add_argument("--runners", type=int, default=16)
     parser.add_argument(
         "--seed", type=int, default=0, help="P4: seed this many jobs, then measure creation again"

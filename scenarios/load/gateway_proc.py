@@ -21,12 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments and serve."""
     parser = argparse.ArgumentParser(prog="python -m scenarios.load.gateway_proc")
     parser.add_argument("--settings", required=True, help="Settings as a JSON file")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=0, help="0: the settings' (default)")
     args = parser.parse_args(argv)
     settings = Settings.model_validate_json(Path(args.settings).read_text(encoding="utf-8"))
-    settings = settings.model_copy(update={"workers": args.workers})
+    if args.workers:
+        settings = settings.model_copy(update={"workers": args.workers})
     configure_logging(settings.log_level)
-    if args.workers > 1:
+    if settings.workers > 1:
         serve_workers(settings)
     else:
         run_event_loop(serve(settings))
