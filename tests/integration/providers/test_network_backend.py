@@ -165,34 +165,27 @@ def test_a_hang_up_after_the_request_is_a_remote_protocol_error(backend: str, ru
     run(body())
 
 
-def test_a_reset_mid_body_is_a_read_error(backend: str, run: Run) -> None:
+@pytest.mark.parametrize(
+    ("ending", "expected"), [("reset", "ReadError"), ("close", "RemoteProtocolError")]
+)
+def test_a_connection_ended_mid_body_fails_the_call(
+    backend: str, run: Run, ending: str, expected: str
+) -> None:
     async def body() -> None:
-        async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def partial(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await read_request(reader)
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
             await writer.drain()
-            await asyncio.sleep(0.05)
-            sock = writer.get_extra_info("socket")
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()  # RST, not FIN
+            if ending == "reset":
+                await asyncio.sleep(0.05)
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()  # RST, not FIN
+            # "close": the server's handler returns and closes (FIN)
 
-        async with Server(reset) as server, client(backend) as c:
+        async with Server(partial) as server, client(backend) as c:
             got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == "ReadError"
-
-    run(body())
-
-
-def test_a_close_mid_body_is_a_remote_protocol_error(backend: str, run: Run) -> None:
-    async def body() -> None:
-        async def short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await read_request(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
-            await writer.drain()
-
-        async with Server(short) as server, client(backend) as c:
-            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == "RemoteProtocolError"
+            assert got == expected
 
     run(body())
 
