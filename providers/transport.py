@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import msgspec
 
 from providers.base import (
     AmbiguousStatus,
@@ -150,6 +151,10 @@ def status_error(
     return Rejected(message, **common)
 
 
+#: Converted schemas an adapter keeps (one per contract is the usual need).
+CONVERTED_SCHEMAS_KEPT = 256
+
+
 class JsonHttpAdapter:
     """Send one JSON POST per call and classify the outcome; subclasses speak the protocol."""
 
@@ -161,6 +166,27 @@ class JsonHttpAdapter:
         self.client = client
         self.name = config.name
         self.capabilities = config.capabilities()
+        self._converted: dict[tuple[int, Callable[..., Any]], tuple[Any, Any]] = {}
+
+    def converted(
+        self, schema: dict[str, Any], convert: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Return ``convert(schema)``, computed once per schema object.
+
+        A contract's schema is one object for the process's life, and converting it to an
+        API's dialect walked and copied it on every call (3 % of a sync job's CPU). The
+        result is shared between calls: read it, never change it. A conversion that fails
+        is not kept, so it fails again the same way.
+        """
+        key = (id(schema), convert)
+        hit = self._converted.get(key)
+        if hit is not None and hit[0] is schema:  # the entry holds the schema: id not reused
+            return hit[1]  # type: ignore[no-any-return]
+        result = convert(schema)
+        if len(self._converted) >= CONVERTED_SCHEMAS_KEPT:
+            self._converted.clear()
+        self._converted[key] = (schema, result)
+        return result
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
         """Return ``(url, headers, body)`` for ``request``.
@@ -253,7 +279,11 @@ class JsonHttpAdapter:
         where = f"{self.name} ({self.config.protocol})"
         try:
             async with asyncio.timeout(deadline):
-                return await self.client.post(url, json=body, headers=headers, timeout=timeout)
+                # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.
+                content = msgspec.json.encode(body)
+                return await self.client.post(
+                    url, content=content, headers=headers, timeout=timeout
+                )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ConnectFailed(f"could not connect to {where}: {type(exc).__name__}") from exc
         except httpx.ProxyError as exc:

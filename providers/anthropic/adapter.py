@@ -55,7 +55,7 @@ class AnthropicAdapter(JsonHttpAdapter):
                 {
                     "name": request.schema_name,
                     "description": "Record the answer in exactly this structure.",
-                    "input_schema": to_tool_schema(request.output_schema),
+                    "input_schema": self.converted(request.output_schema, to_tool_schema),
                 }
             ],
             "tool_choice": {"type": "tool", "name": request.schema_name},

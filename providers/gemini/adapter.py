@@ -42,7 +42,7 @@ class GeminiAdapter(JsonHttpAdapter):
             "generationConfig": {
                 "maxOutputTokens": request.max_output_tokens,
                 "responseMimeType": "application/json",
-                "responseSchema": to_gemini_schema(request.output_schema),
+                "responseSchema": self.converted(request.output_schema, to_gemini_schema),
             },
         }
         if "temperature" not in self.omitted(request):

@@ -51,7 +51,7 @@ class OpenAIAdapter(JsonHttpAdapter):
             "type": "json_schema",
             "json_schema": {
                 "name": request.schema_name,
-                "schema": to_strict_schema(request.output_schema),
+                "schema": self.converted(request.output_schema, to_strict_schema),
                 "strict": True,
             },
         }
