@@ -7,9 +7,11 @@ that hung up), through anyio's typed attributes and a ``poll`` per connection. p
 put that at a tenth of the gateway's CPU per sync job (docs/benchmarks.md).
 
 ``AsyncioBackend`` is an ``httpcore.AsyncNetworkBackend`` (httpcore's documented
-extension point) over an ``asyncio.Protocol``. It raises exactly the exceptions httpcore's
-anyio backend raises, in the same places, so the adapters' classification of a failure
-(``providers/transport.py``: not sent, or maybe sent) does not change:
+extension point) over an ``asyncio.Protocol``. For each failure below it raises the class
+httpcore's anyio backend raises, so the adapters' classification of a failure
+(``providers/transport.py``: not sent, or maybe sent) does not change; ``ConnectError``
+and ``ConnectTimeout`` come only from connecting and the TLS handshake, before any byte of
+a request:
 
 - connecting: ``ConnectTimeout``, or ``ConnectError`` for any ``OSError``;
 - TLS: ``ConnectTimeout``, or ``ConnectError`` for a TLS or socket error;
@@ -123,6 +125,8 @@ async def _wait(waiter: asyncio.Future[None], timeout: float | None) -> None:
         await waiter
     finally:
         timer.cancel()
+        if waiter.done() and not waiter.cancelled():
+            waiter.exception()  # retrieved: a timeout beaten by a cancel is not logged
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
@@ -169,7 +173,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(protocol.error)) from protocol.error
 
     async def aclose(self) -> None:
-        self._transport.close()
+        # Cut the connection, as the anyio backend does: a graceful close would go on
+        # sending a request body the caller has given up on, with no time limit.
+        self._transport.abort()
 
     async def start_tls(
         self,
@@ -193,14 +199,16 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             self._transport.close()
             raise httpcore.ConnectError(str(exc)) from exc
         if transport is None:  # the connection closed during the handshake
+            self._transport.abort()
             raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        self._protocol.transport = transport  # flow control acts on the TLS layer now
         return AsyncioStream(transport, self._protocol)
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
             protocol = self._protocol
-            if protocol.buffer or protocol.eof or protocol.lost:
-                return True
+            if protocol.buffer or protocol.eof or protocol.lost or self._transport.is_closing():
+                return True  # (uvloop closes the fd before it calls connection_lost)
             return self._sock is not None and is_socket_readable(self._sock)
         if info == "ssl_object":
             return self._transport.get_extra_info("ssl_object")
@@ -254,9 +262,13 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         except OSError as exc:
             raise httpcore.ConnectError(str(exc)) from exc
         sock: socket.socket | None = transport.get_extra_info("socket")
-        for option in options or ():
-            if sock is not None:
-                sock.setsockopt(*option)
+        try:
+            for option in options or ():
+                if sock is not None:
+                    sock.setsockopt(*option)
+        except OSError as exc:
+            transport.abort()
+            raise httpcore.ConnectError(str(exc)) from exc
         return AsyncioStream(transport, protocol)
 
     async def sleep(self, seconds: float) -> None:

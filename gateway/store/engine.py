@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is p
 _CHECKED_IN = "onejob_checked_in_at"
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+log = logging.getLogger(__name__)
 
 
 def is_sqlite(url: str) -> bool:
@@ -75,6 +77,15 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
         try:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
+            mode = str(cursor.fetchone()[0]).lower()
+            if mode != "wal":
+                # Without WAL a COMMIT can meet SQLITE_BUSY, which sqlite_inline never
+                # repeats: let SQLite's own handler wait (it holds the loop meanwhile).
+                cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT}")
+                log.warning(
+                    "SQLite journal_mode is %s, not wal: waits for locks hold the event loop",
+                    mode,
+                )
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()

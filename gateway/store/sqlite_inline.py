@@ -16,16 +16,19 @@ What could block the loop, and why it does not:
   before it took any lock is retried after an ``asyncio.sleep`` (1 ms doubling to 25 ms,
   as SQLite's own handler does) until ``busy_timeout`` seconds have passed; then the
   error is raised as before. A busy statement did nothing, so running it again is what
-  the busy handler would have done. Writers of this process already queue on the store's
-  asyncio lock, so only other processes (``--workers``, ``onejob worker``, the CLI) wait
-  here.
+  the busy handler would have done (``_repeatable`` says which calls qualify). Writers of
+  this process already queue on the store's asyncio lock, so only other processes
+  (``--workers``, ``onejob worker``, the CLI) wait here. This relies on WAL, where a
+  commit never meets ``SQLITE_BUSY``; a file that cannot be put in WAL mode keeps
+  SQLite's own busy handler (``engine.make_engine``).
 - **fsync.** The store runs WAL with ``synchronous=NORMAL``: a commit writes the WAL
   without an fsync; only a checkpoint (every ~1000 pages) syncs.
 - **Long statements.** None on the request path; the retention command deletes in
   batches.
 
 aiosqlite's internals (``_execute``, ``_tx``, ``_connection``) are used, so the dependency
-is pinned to the 0.22 series; ``tests/unit/store/test_sqlite_inline.py`` exercises them.
+is pinned to the 0.22 series; ``tests/integration/store/test_sqlite_inline.py`` exercises
+them.
 """
 
 from __future__ import annotations
@@ -66,6 +69,22 @@ class _RunNow:
                 future.set_result(result)
 
 
+def _repeatable(conn: sqlite3.Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Say whether ``fn(*args)`` may run again after ``SQLITE_BUSY``: it did nothing then.
+
+    Only one statement's start qualifies (``execute``): a fetch, a commit, a script or an
+    ``executemany`` may have done part of its work. Outside a transaction a busy statement
+    took no lock and changed nothing (``BEGIN IMMEDIATE`` included); inside one only a
+    ``SELECT`` may run again (a deferred read transaction's first read can meet a WAL
+    recovery), never a write.
+    """
+    if getattr(fn, "__name__", "") != "execute":
+        return False
+    if not conn.in_transaction:
+        return True
+    return bool(args) and isinstance(args[0], str) and args[0].lstrip()[:6].upper() == "SELECT"
+
+
 class InlineConnection(aiosqlite.Connection):
     """An ``aiosqlite.Connection`` whose calls run on the calling thread, at once."""
 
@@ -81,14 +100,12 @@ class InlineConnection(aiosqlite.Connection):
         deadline: float | None = None
         pause = BUSY_FIRST_SLEEP
         while True:
-            holding = conn.in_transaction  # a lock may be held: never run it twice then
+            repeatable = _repeatable(conn, fn, args)
             try:
                 return fn(*args, **kwargs)
             except sqlite3.OperationalError as exc:
-                if holding or exc.sqlite_errorcode not in _WAITABLE:
+                if not repeatable or exc.sqlite_errorcode not in _WAITABLE:
                     raise
-                if getattr(fn, "__name__", "") == "executemany":
-                    raise  # outside a transaction each row commits alone: not repeatable
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self._busy_timeout
@@ -135,5 +152,9 @@ def inline_creator(
 
 def _open(database: str, kwargs: dict[str, Any]) -> sqlite3.Connection:
     connection: sqlite3.Connection = sqlite3.connect(database, **kwargs)
-    connection.execute("PRAGMA busy_timeout=0")
+    try:
+        connection.execute("PRAGMA busy_timeout=0")
+    except BaseException:
+        connection.close()
+        raise
     return connection

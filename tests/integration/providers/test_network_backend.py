@@ -15,6 +15,7 @@ import struct
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 import trustme
@@ -251,5 +252,26 @@ def test_the_provider_client_connects_through_the_asyncio_backend(run: Run) -> N
         mock = httpx.MockTransport(lambda request: httpx.Response(204))
         async with provider_client(limits, transport=mock) as c:  # tests' transports stay
             assert (await c.get("http://example.invalid/")).status_code == 204
+
+    run(body())
+
+
+def test_closing_a_connection_drops_the_unsent_rest_of_a_request(run: Run) -> None:
+    """A call given up mid-upload must not go on reaching the provider (nor hold memory)."""
+
+    async def body() -> None:
+        async def never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(3)
+
+        async with Server(never_reads) as server:
+            stream = await AsyncioBackend().connect_tcp("127.0.0.1", server.port)
+            with pytest.raises(httpcore.WriteTimeout):
+                await stream.write(b"x" * (32 * 1024 * 1024), timeout=0.3)
+            transport = stream._transport  # type: ignore[attr-defined]
+            assert transport.get_write_buffer_size() > 0  # the kernel took only part of it
+            await stream.aclose()
+            await asyncio.sleep(0.1)  # uvloop completes an abort on a later loop pass
+            assert transport.get_write_buffer_size() == 0  # cut, not flushed later
+            assert transport.is_closing()
 
     run(body())

@@ -125,35 +125,75 @@ def _busy(code: int) -> sqlite3.OperationalError:
     return exc
 
 
-async def test_a_busy_call_inside_a_transaction_is_not_run_again(sqlite_url: str) -> None:
+async def test_only_the_start_of_one_statement_is_run_again_after_busy(
+    sqlite_url: str,
+) -> None:
     connection = await InlineConnection(
-        lambda: sqlite3.connect(sqlite_url.split(":///", 1)[1], isolation_level=None), 5.0
+        lambda: sqlite3.connect(sqlite_url.split(":///", 1)[1], isolation_level=None, timeout=0),
+        5.0,
     )
-    calls = 0
+    runs: list[str] = []
 
-    def write() -> str:
-        nonlocal calls
-        calls += 1
-        if calls < 3:
-            raise _busy(sqlite3.SQLITE_BUSY)
-        return "written"
+    def busy_twice(name: str) -> Any:
+        def call(*args: Any) -> str:
+            runs.append(name)
+            if runs.count(name) < 3:
+                raise _busy(sqlite3.SQLITE_BUSY)
+            return "done"
+
+        call.__name__ = name
+        return call
 
     try:
+        # Outside a transaction a statement that met BUSY did nothing: waited on, rerun.
+        assert (
+            await connection._execute(busy_twice("execute"), "INSERT INTO t VALUES (1)") == "done"
+        )
+        assert runs.count("execute") == 3
+        # A fetch, a script, a batch or a commit may have done part of its work: never.
+        for name in ("fetchall", "executescript", "executemany", "commit"):
+            with pytest.raises(sqlite3.OperationalError):
+                await connection._execute(busy_twice(name), "SELECT 1")
+            assert runs.count(name) == 1, name
         await connection.execute("BEGIN IMMEDIATE")
-        with pytest.raises(sqlite3.OperationalError):
-            await connection._execute(write)
-        assert calls == 1  # a transaction holds locks: repeating a call could repeat a write
+        runs.clear()
+        with pytest.raises(sqlite3.OperationalError):  # a write inside a transaction: never
+            await connection._execute(busy_twice("execute"), "UPDATE t SET x = 1")
+        assert runs == ["execute"]
+        runs.clear()  # a read inside one (a deferred transaction's first read): rerun
+        assert await connection._execute(busy_twice("execute"), "  select 1") == "done"
+        assert len(runs) == 3
         await connection.rollback()
-        calls = 0
-        assert await connection._execute(write) == "written"  # outside one: waited on, rerun
-        assert calls == 3
+    finally:
+        await connection.close()
+
+
+async def test_a_script_that_meets_another_process_lock_is_not_run_twice(
+    sqlite_url: str,
+) -> None:
+    path = sqlite_url.split(":///", 1)[1]
+    connection = await InlineConnection(
+        lambda: sqlite3.connect(path, isolation_level=None, timeout=0), 5.0
+    )
+    try:
+        await connection.execute("CREATE TABLE marks (n INTEGER)")
+        with other_process_writing(sqlite_url):
+            began = time.monotonic()
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                await connection.executescript(
+                    "SELECT 1; INSERT INTO marks VALUES (1); INSERT INTO marks VALUES (2);"
+                )
+            assert time.monotonic() - began < 1  # raised, not waited on and run again
+        cursor = await connection.execute("SELECT count(*) FROM marks")
+        assert await cursor.fetchone() == (0,)
     finally:
         await connection.close()
 
 
 async def test_a_call_that_is_not_busy_is_raised_at_once(sqlite_url: str) -> None:
     connection = await InlineConnection(
-        lambda: sqlite3.connect(sqlite_url.split(":///", 1)[1], isolation_level=None), 5.0
+        lambda: sqlite3.connect(sqlite_url.split(":///", 1)[1], isolation_level=None, timeout=0),
+        5.0,
     )
     try:
         began = time.monotonic()
@@ -165,3 +205,19 @@ async def test_a_call_that_is_not_busy_is_raised_at_once(sqlite_url: str) -> Non
             await connection.execute("SELECT 1")
     finally:
         await connection.close()
+
+
+async def test_a_database_that_is_not_in_wal_mode_keeps_sqlite_own_busy_handler(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without WAL a COMMIT can meet SQLITE_BUSY, which is never repeated: SQLite waits."""
+    in_memory = inline_creator(":memory:", 5.0)  # journal_mode stays "memory"
+    for kwargs, expected in (({}, 0), ({"async_creator": in_memory}, 30_000)):
+        engine = make_engine(sqlite_url, **kwargs)
+        try:
+            async with engine.connect() as conn:
+                timeout = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+                assert timeout == expected, kwargs
+        finally:
+            await engine.dispose()
+    assert "journal_mode is memory, not wal" in caplog.text
