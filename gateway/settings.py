@@ -82,9 +82,10 @@ class Settings(BaseModel):
     certifications_path: str = "reports/certifications.json"
     max_body_bytes: int = 1024 * 1024
     #: Server processes on one socket (``onejob serve --workers``), each with a dispatcher.
-    #: 0 (the default) sizes it: one per CPU on PostgreSQL, one on SQLite, where processes
-    #: share the file's single write lock (docs/benchmarks.md measured both).
-    workers: int = Field(default=0, ge=0, le=64)
+    #: 0 sizes it: one per CPU on PostgreSQL, one on SQLite, where processes share the
+    #: file's single write lock (docs/benchmarks.md measured both). The default stays 1:
+    #: ``/metrics`` counts per process, so with several a scrape sees one worker's counts.
+    workers: int = Field(default=1, ge=0, le=64)
     log_level: str = "INFO"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
@@ -108,8 +109,8 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _size_workers(cls, data: Any) -> Any:
-        """Replace ``workers`` 0 (or absent) by one per CPU, or 1 on SQLite."""
-        if isinstance(data, dict) and str(data.get("workers") or 0).strip() == "0":
+        """Replace ``workers`` 0 by one per CPU, or by 1 on SQLite."""
+        if isinstance(data, dict) and str(data.get("workers", "")).strip() == "0":
             url = str(data.get("database_url") or DEFAULT_DATABASE_URL)
             cpus = 1 if url.startswith("sqlite") else max(1, os.cpu_count() or 1)
             data = {**data, "workers": cpus}

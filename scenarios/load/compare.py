@@ -283,7 +283,14 @@ def pgbench(url: str, clients: int, duration: float, work: Path) -> dict[str, An
 
 
 def gateway_settings(
-    url: str, port: int, upstream: str, *, dispatcher: bool, runners: int, work: Path
+    url: str,
+    port: int,
+    upstream: str,
+    *,
+    dispatcher: bool,
+    runners: int,
+    work: Path,
+    workers: int = 1,
 ) -> Path:
     """Write the gateway's settings (one provider: the upstream) and return the file."""
     settings = Settings.model_validate(
@@ -303,6 +310,7 @@ def gateway_settings(
             },
             "routes": {"*": {"primary": "upstream"}},
             "dispatcher": {"enabled": dispatcher, "runners": runners},
+            "workers": workers,
         }
     )
     path = work / f"settings-{port}.json"
@@ -311,12 +319,10 @@ def gateway_settings(
 
 
 @contextlib.asynccontextmanager
-async def gateway(settings: Path, port: int, work: Path, workers: int) -> Any:
-    """Run one gateway (``--workers`` children when > 1; 0: the settings'); yield its PID."""
+async def gateway(settings: Path, port: int, work: Path) -> Any:
+    """Run one gateway (its settings' ``workers`` processes); yield its PID."""
     log = work / f"gateway-{port}.log"
     cmd = ["-m", "scenarios.load.gateway_proc", "--settings", str(settings)]
-    if workers:
-        cmd += ["--workers", str(workers)]
     with child(cmd, log) as proc:
         await ready(f"http://127.0.0.1:{port}/healthz", proc, log)
         yield proc.pid
@@ -356,12 +362,18 @@ async def run_database(
 
         port = free_port()
         cfg = gateway_settings(
-            url, port, upstream, dispatcher=False, runners=args.runners, work=work
+            url,
+            port,
+            upstream,
+            dispatcher=False,
+            runners=args.runners,
+            work=work,
+            workers=args.workers,
         )
         base = f"http://127.0.0.1:{port}"
-        out["workers"] = args.workers or json.loads(cfg.read_text(encoding="utf-8"))["workers"]
+        out["workers"] = json.loads(cfg.read_text(encoding="utf-8"))["workers"]
         say(f"[{kind}] {out['workers']} gateway worker(s)")
-        async with gateway(cfg, port, work, args.workers) as pid:
+        async with gateway(cfg, port, work) as pid:
             create = wrk_scripts.create_jobs(key, body, wait=None)
             script = wrk_scripts.write(work / "create.lua", create)
             run_wrk(base, script, connections=2, duration=2, prefix="warm")
@@ -394,10 +406,16 @@ async def run_database(
         key = await prepare(url)
         port = free_port()
         cfg = gateway_settings(
-            url, port, upstream, dispatcher=True, runners=args.runners, work=work
+            url,
+            port,
+            upstream,
+            dispatcher=True,
+            runners=args.runners,
+            work=work,
+            workers=args.workers,
         )
         base = f"http://127.0.0.1:{port}"
-        async with gateway(cfg, port, work, args.workers) as pid:
+        async with gateway(cfg, port, work) as pid:
             sync = wrk_scripts.create_jobs(key, body, wait=30)
             script = wrk_scripts.write(work / "sync.lua", sync)
             run_wrk(base, script, connections=4, duration=2, prefix="warm")
@@ -704,8 +722,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers",
         type=int,
-        default=0,
-        help="gateway worker processes (default 0: the gateway's own default per database)",
+        default=1,
+        help="gateway worker processes (0: the gateway sizes them, one per CPU on PostgreSQL)",
     )
     parser.add_argument("--runners", type=int, default=16)
     parser.add_argument(

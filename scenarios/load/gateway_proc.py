@@ -9,6 +9,7 @@ no TOML round trip.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -21,11 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments and serve."""
     parser = argparse.ArgumentParser(prog="python -m scenarios.load.gateway_proc")
     parser.add_argument("--settings", required=True, help="Settings as a JSON file")
-    parser.add_argument("--workers", type=int, default=0, help="0: the settings' (default)")
+    parser.add_argument("--workers", type=int, help="overrides the settings' (0: sized)")
     args = parser.parse_args(argv)
-    settings = Settings.model_validate_json(Path(args.settings).read_text(encoding="utf-8"))
-    if args.workers:
-        settings = settings.model_copy(update={"workers": args.workers})
+    data = json.loads(Path(args.settings).read_text(encoding="utf-8"))
+    if args.workers is not None:
+        data["workers"] = args.workers
+    settings = Settings.model_validate(data)
     configure_logging(settings.log_level)
     if settings.workers > 1:
         serve_workers(settings)

@@ -153,20 +153,21 @@ async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_orde
     assert finished == ["1/2 second-fast", "2/2 first-slow"]  # so they overlapped
 
 
-def test_workers_default_to_one_per_cpu_on_postgresql_and_one_on_sqlite(
+def test_workers_default_to_one_and_zero_sizes_them_per_database(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-
-    monkeypatch.setattr("os.cpu_count", lambda: 6)
-    assert Settings(database_url="postgresql+asyncpg://h/db").workers == 6
-    assert Settings(database_url="sqlite+aiosqlite:///./onejob.db").workers == 1
-    assert Settings(database_url="postgresql+asyncpg://h/db", workers=3).workers == 3
-    assert Settings(database_url="sqlite+aiosqlite:///x.db", workers=2).workers == 2
-    monkeypatch.setattr("os.cpu_count", lambda: None)
-    assert Settings(database_url="postgresql+asyncpg://h/db").workers == 1
     from gateway.settings import load_settings
 
+    pg, lite = "postgresql+asyncpg://h/db", "sqlite+aiosqlite:///./onejob.db"
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert Settings(database_url=pg).workers == 1
+    assert Settings(database_url=pg, workers=0).workers == 6
+    assert Settings(database_url=lite, workers=0).workers == 1
+    assert Settings(database_url=pg, workers=3).workers == 3
+    assert Settings(database_url=lite, workers=2).workers == 2
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert Settings(database_url=pg, workers=0).workers == 1
     monkeypatch.setattr("os.cpu_count", lambda: 4)
-    pg = {"ONEJOB_DATABASE_URL": "postgresql+asyncpg://h/db"}
-    assert load_settings(None, env={**pg, "ONEJOB_WORKERS": "0"}).workers == 4
-    assert load_settings(None, env={**pg, "ONEJOB_WORKERS": "1"}).workers == 1
+    env = {"ONEJOB_DATABASE_URL": pg}
+    assert load_settings(None, env={**env, "ONEJOB_WORKERS": "0"}).workers == 4
+    assert load_settings(None, env=env).workers == 1
