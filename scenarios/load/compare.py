@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -351,6 +352,9 @@ async def run_database(
     payload = {"contract": CONTRACT, "input": INPUT}
     body = json.dumps(payload)
     seconds = args.duration
+    settings_for = functools.partial(
+        gateway_settings, upstream=upstream, runners=args.runners, work=work, workers=args.workers
+    )
     with database(kind, work) as url:
         key = await prepare(url)
         if kind == "postgresql":
@@ -361,15 +365,7 @@ async def run_database(
                 say(f"  {out['pgbench'][-1]}")
 
         port = free_port()
-        cfg = gateway_settings(
-            url,
-            port,
-            upstream,
-            dispatcher=False,
-            runners=args.runners,
-            work=work,
-            workers=args.workers,
-        )
+        cfg = settings_for(url, port, dispatcher=False)
         base = f"http://127.0.0.1:{port}"
         out["workers"] = json.loads(cfg.read_text(encoding="utf-8"))["workers"]
         say(f"[{kind}] {out['workers']} gateway worker(s)")
@@ -405,15 +401,7 @@ async def run_database(
     with database(kind, work) as url:
         key = await prepare(url)
         port = free_port()
-        cfg = gateway_settings(
-            url,
-            port,
-            upstream,
-            dispatcher=True,
-            runners=args.runners,
-            work=work,
-            workers=args.workers,
-        )
+        cfg = settings_for(url, port, dispatcher=True)
         base = f"http://127.0.0.1:{port}"
         async with gateway(cfg, port, work) as pid:
             sync = wrk_scripts.create_jobs(key, body, wait=30)
