@@ -140,8 +140,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
-        sock = transport.get_extra_info("socket")
-        self._sock: Any = sock
+        self._sock: Any = transport.get_extra_info("socket")
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         protocol = self._protocol

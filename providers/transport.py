@@ -277,10 +277,10 @@ class JsonHttpAdapter:
         """POST ``body``; translate every transport failure into the error tree."""
         timeout = httpx.Timeout(deadline, connect=min(self.config.connect_timeout, deadline))
         where = f"{self.name} ({self.config.protocol})"
+        # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.
+        content = msgspec.json.encode(body)
         try:
             async with asyncio.timeout(deadline):
-                # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.
-                content = msgspec.json.encode(body)
                 return await self.client.post(
                     url, content=content, headers=headers, timeout=timeout
                 )

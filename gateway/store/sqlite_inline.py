@@ -47,7 +47,7 @@ BUSY_MAX_SLEEP = 0.025  # seconds, and grows to 25 ms
 #: The result codes SQLite's busy handler waits on (plain BUSY, and BUSY_RECOVERY while
 #: another connection recovers the WAL). ``SQLITE_BUSY_SNAPSHOT`` is not one: a read
 #: transaction that cannot become a write one must start again, waiting does not help.
-_WAITABLE = frozenset({sqlite3.SQLITE_BUSY, 261})
+_WAITABLE = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_BUSY_RECOVERY})
 
 
 class _RunNow:
