@@ -64,23 +64,26 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with running(
-            settings,
-            factories,
-            hub=the_hub,
-            metrics=the_metrics,
-            store=store,
-            catalog=catalog,
-            certifications=certifications,
-        ) as runtime:
-            app.state.service = runtime.service
-            describe_deployment(
-                app.openapi_schema,
-                runtime.catalog,
-                settings.providers,
-                lambda contract: settings.route_for(contract) is not None,
-            )
-            yield
+        try:
+            async with running(
+                settings,
+                factories,
+                hub=the_hub,
+                metrics=the_metrics,
+                store=store,
+                catalog=catalog,
+                certifications=certifications,
+            ) as runtime:
+                app.state.service = runtime.service
+                describe_deployment(
+                    app.openapi_schema,
+                    runtime.catalog,
+                    settings.providers,
+                    lambda contract: settings.route_for(contract) is not None,
+                )
+                yield
+        finally:
+            the_metrics.process_ended()  # with several workers: its live gauges leave the sum
 
     app = Litestar(
         route_handlers=[

@@ -70,8 +70,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=int,
-        help="worker processes on one socket (default: $ONEJOB_WORKERS, else 1; "
-        "0: one per CPU on PostgreSQL, 1 on SQLite)",
+        help="worker processes on one socket (default: $ONEJOB_WORKERS, else sized: "
+        "one per CPU on PostgreSQL, 1 on SQLite; 0 sizes it too)",
     )
     serve.set_defaults(func=cmd_serve)
 

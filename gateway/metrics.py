@@ -1,11 +1,22 @@
 """Prometheus metrics of one gateway or worker process, on a registry of its own.
 
 Never the global registry: tests build many apps in one process, and each must count alone.
+
+Several server processes on one socket (``onejob serve --workers N``) share their counts
+through prometheus_client's multiprocess mode: the supervisor points
+``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before it starts the workers, each
+worker's values live in files there, and whichever worker a scrape reaches renders the sum
+of all of them. prometheus_client picks its value class from that variable at import, so
+the mode is per process: on, or off for the whole process.
 """
 
 from __future__ import annotations
 
 import enum
+import glob
+import os
+import re
+from collections.abc import Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -14,7 +25,10 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
+    values,
 )
+from prometheus_client.metrics_core import Metric
 
 from gateway.domain.ports import JobStore
 from gateway.domain.states import AttemptState
@@ -28,6 +42,17 @@ UNKNOWN_SCAN_LIMIT = 10_000
 #: Age labels of unknown attempts (seconds since the attempt was created), ascending.
 UNKNOWN_AGE_BOUNDS = ((60.0, "lt_1m"), (600.0, "lt_10m"), (3600.0, "lt_1h"), (86400.0, "lt_1d"))
 UNKNOWN_AGE_OLDER = "ge_1d"
+#: The directory of the multiprocess mode's files (prometheus_client's own variable).
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: A live gauge's file: ``gauge_livesum_<pid>.db`` and the like, dropped when <pid> ends.
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db$")
+
+
+def multiprocess_dir() -> str | None:
+    """Return the directory this process shares its values through, or None (mode off)."""
+    if values.ValueClass is values.MutexValue:  # chosen at import: the variable was unset
+        return None
+    return os.environ.get(MULTIPROC_DIR_ENV)
 
 
 class ReconcileOutcome(enum.StrEnum):
@@ -94,14 +119,19 @@ class Metrics:
         self.races_lost = Counter(
             "onejob_races_lost", "Attempts that finished after the job was decided.", registry=r
         )
+        # Read from the database, which every process sees whole: the latest refresh wins.
         self.attempts_unknown = Gauge(
-            "onejob_attempts_unknown", "Attempts awaiting out-of-band resolution.", registry=r
+            "onejob_attempts_unknown",
+            "Attempts awaiting out-of-band resolution.",
+            registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.attempts_unknown_by_age = Gauge(
             "onejob_attempts_unknown_by_age",
             "Unknown attempts by provider and age since creation (lt_1m ... ge_1d).",
             ["provider", "age"],
             registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.reconciled = Counter(
             "onejob_reconciled_attempts",
@@ -110,7 +140,10 @@ class Metrics:
             registry=r,
         )
         self.attempts_in_flight = Gauge(
-            "onejob_attempts_in_flight", "Attempts this process is running now.", registry=r
+            "onejob_attempts_in_flight",
+            "Attempts running now (summed over the live server processes).",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.attempt_seconds = Histogram(
             "onejob_attempt_seconds",
@@ -179,7 +212,10 @@ class Metrics:
         by_age = getattr(store, "unknown_by_provider_and_age", None)
         if by_age is not None:
             counts = await by_age(UNKNOWN_AGE_BOUNDS, UNKNOWN_AGE_OLDER)
-            self.attempts_unknown_by_age.clear()  # a bucket that emptied must not stay stale
+            # A bucket that emptied must not keep its last count. It is set to 0, not
+            # removed: another process's file may hold it, and the latest write wins there.
+            for labels in self._unknown_by_age_shown() - counts.keys():
+                self.attempts_unknown_by_age.labels(*labels).set(0)
             for (provider, age), n in counts.items():
                 self.attempts_unknown_by_age.labels(provider=provider, age=age).set(n)
         count = getattr(store, "count_attempts", None)  # a COUNT(*) where the store offers one
@@ -190,5 +226,69 @@ class Metrics:
         self.attempts_unknown.set(len(unknown))
 
     def render(self) -> tuple[bytes, str]:
-        """Return the exposition body and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """Return the exposition body and its content type (all processes' in multiprocess)."""
+        return generate_latest(self._exposed()), CONTENT_TYPE_LATEST
+
+    def process_ended(self) -> None:
+        """Drop this process's live gauges from the shared files (a clean shutdown)."""
+        path = multiprocess_dir()
+        if path is not None:
+            _mark_dead(os.getpid(), path)
+
+    def _exposed(self) -> CollectorRegistry:
+        path = multiprocess_dir()
+        if path is None:
+            return self.registry
+        _forget_dead_processes(path)
+        merged = CollectorRegistry()
+        merged.register(_MultiProcessCollector(path))
+        return merged
+
+    def _unknown_by_age_shown(self) -> set[tuple[str, str]]:
+        """Return the (provider, age) pairs a scrape shows now, of every process."""
+        path = multiprocess_dir()
+        gauge = self.attempts_unknown_by_age
+        families = gauge.collect() if path is None else _MultiProcessCollector(path).collect()
+        name = next(iter(gauge.describe())).name
+        return {
+            (sample.labels["provider"], sample.labels["age"])
+            for family in families
+            if family.name == name
+            for sample in family.samples
+        }
+
+
+class _MultiProcessCollector:
+    """prometheus_client's collector of the shared files (typed here: the library is not)."""
+
+    def __init__(self, path: str) -> None:
+        self._inner = multiprocess.MultiProcessCollector(None, path)  # type: ignore[no-untyped-call]
+
+    def collect(self) -> Iterable[Metric]:
+        families: Iterable[Metric] = self._inner.collect()  # type: ignore[no-untyped-call]
+        return families
+
+
+def _mark_dead(pid: int, path: str) -> None:
+    multiprocess.mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+
+
+def _forget_dead_processes(path: str) -> None:
+    """Remove the live gauges of processes that ended without saying so (SIGKILL)."""
+    for file in glob.glob(os.path.join(path, "gauge_live*_*.db")):
+        match = _LIVE_GAUGE_FILE.search(file)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if not _alive(pid):
+            _mark_dead(pid, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's process took the pid
+        return True
+    return True

@@ -1,10 +1,11 @@
 """Run the gateway's HTTP server: one process, or ``workers`` processes on one socket.
 
 Python runs one core per process, so a host serves with several worker processes
-(``onejob serve --workers N``) on one database: each has its own dispatcher, and the
-database decides every race between them as between hosts. The parent migrates once,
-starts the bundled simulator once (its own process), binds the socket, and supervises
-the workers (uvicorn's supervisor: it restarts a worker that dies).
+(``onejob serve --workers N``; on PostgreSQL one per CPU by default) on one database:
+each has its own dispatcher, and the database decides every race between them as between
+hosts. The parent migrates once, starts the bundled simulator once (its own process),
+gives the workers a shared metrics directory, binds the socket, and supervises the
+workers (uvicorn's supervisor: it restarts a worker that dies).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any
 
 from gateway.http.edge import EdgeProtocol
+from gateway.metrics import MULTIPROC_DIR_ENV
 from gateway.settings import Settings
 
 log = logging.getLogger("onejob.server")
@@ -74,7 +78,7 @@ def serve_workers(settings: Settings) -> None:
 
     asyncio.run(upgrade_database(settings.database_url))
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
-    with _simulator_process(settings):
+    with _simulator_process(settings), _shared_metrics_dir():
         _log_serving(settings)
         uvicorn.run(
             "gateway.server:worker_app",
@@ -122,6 +126,25 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
     async with run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog) as sim:
         log.info("bundled simulator listening", extra={"url": sim.base_url})
         yield
+
+
+@contextlib.contextmanager
+def _shared_metrics_dir() -> Iterator[None]:
+    """Give the workers one fresh directory to add up their metrics in (gateway.metrics).
+
+    A directory the operator names in ``PROMETHEUS_MULTIPROC_DIR`` is used as it is, and
+    kept: prometheus_client requires it empty at start. Ours is removed at the end.
+    """
+    if os.environ.get(MULTIPROC_DIR_ENV):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="onejob-metrics-")
+    os.environ[MULTIPROC_DIR_ENV] = path  # inherited by the spawned workers
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_DIR_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

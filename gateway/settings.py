@@ -82,10 +82,10 @@ class Settings(BaseModel):
     certifications_path: str = "reports/certifications.json"
     max_body_bytes: int = 1024 * 1024
     #: Server processes on one socket (``onejob serve --workers``), each with a dispatcher.
-    #: 0 sizes it: one per CPU on PostgreSQL, one on SQLite, where processes share the
-    #: file's single write lock (docs/benchmarks.md measured both). The default stays 1:
-    #: ``/metrics`` counts per process, so with several a scrape sees one worker's counts.
-    workers: int = Field(default=1, ge=0, le=64)
+    #: Unset or 0 sizes it: one per CPU this process may run on with PostgreSQL, one on
+    #: SQLite, where processes share the file's single write lock (docs/benchmarks.md
+    #: measured both). ``/metrics`` adds up all of them (gateway.metrics).
+    workers: int = Field(default=1, ge=1, le=64)
     log_level: str = "INFO"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
@@ -109,11 +109,10 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _size_workers(cls, data: Any) -> Any:
-        """Replace ``workers`` 0 by one per CPU, or by 1 on SQLite."""
-        if isinstance(data, dict) and str(data.get("workers", "")).strip() == "0":
+        """Replace ``workers`` unset or 0 by one per usable CPU, or by 1 on SQLite."""
+        if isinstance(data, dict) and str(data.get("workers", "0")).strip() in ("0", ""):
             url = str(data.get("database_url") or DEFAULT_DATABASE_URL)
-            cpus = 1 if url.startswith("sqlite") else max(1, os.cpu_count() or 1)
-            data = {**data, "workers": cpus}
+            data = {**data, "workers": 1 if url.startswith("sqlite") else usable_cpus()}
         return data
 
     @model_validator(mode="after")
@@ -165,6 +164,14 @@ _ENV_FIELDS = {
     "ONEJOB_LOG_LEVEL": "log_level",
     "ONEJOB_WORKERS": "workers",
 }
+
+
+def usable_cpus() -> int:
+    """Return the CPUs this process may run on (its affinity mask, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS and Windows have no affinity call
+        return max(1, os.cpu_count() or 1)
 
 
 def load_settings(

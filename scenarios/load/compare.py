@@ -291,7 +291,7 @@ def gateway_settings(
     dispatcher: bool,
     runners: int,
     work: Path,
-    workers: int = 1,
+    workers: int = 0,
 ) -> Path:
     """Write the gateway's settings (one provider: the upstream) and return the file."""
     settings = Settings.model_validate(
@@ -710,8 +710,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="gateway worker processes (0: the gateway sizes them, one per CPU on PostgreSQL)",
+        default=0,
+        help="gateway worker processes (default 0: the gateway sizes them as it does by "
+        "default, one per CPU on PostgreSQL, 1 on SQLite)",
     )
     parser.add_argument("--runners", type=int, default=16)
     parser.add_argument(

@@ -31,6 +31,7 @@ from dispatch_harness import (
     sim_settings,
     write_config,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.settings import Settings
 from gateway.store import open_store
@@ -279,5 +280,18 @@ async def test_two_workers_serve_one_job_per_key(
     assert sorted(c["idempotency_key"] for c in calls) == sorted(
         f"{next(iter(ids))}/1" for ids in by_key.values()
     )
+    # Whichever worker a scrape reaches, it shows both workers' counts (gateway.metrics).
+    for _ in range(8):
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as fresh_connection:
+            scrape = (await fresh_connection.get("/metrics")).text
+        shown = {
+            (s.name, s.labels.get("outcome")): s.value
+            for family in text_string_to_metric_families(scrape)
+            for s in family.samples
+        }
+        assert shown[("onejob_jobs_created_total", None)] == 5.0, scrape
+        assert shown[("onejob_jobs_replayed_total", None)] == 35.0, scrape
+        assert shown[("onejob_attempts_total", "succeeded")] == 5.0, scrape
+        assert shown[("onejob_attempts_in_flight", None)] == 0.0, scrape
     supervisor.send_signal(signal.SIGTERM)
     assert supervisor.wait(EXIT_TIMEOUT) == 0, procs.log(0)

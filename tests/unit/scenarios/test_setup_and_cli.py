@@ -153,21 +153,29 @@ async def test_parallel_runs_report_in_catalog_order_and_progress_in_finish_orde
     assert finished == ["1/2 second-fast", "2/2 first-slow"]  # so they overlapped
 
 
-def test_workers_default_to_one_and_zero_sizes_them_per_database(
+def test_workers_are_sized_per_database_unless_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gateway.settings import load_settings
 
     pg, lite = "postgresql+asyncpg://h/db", "sqlite+aiosqlite:///./onejob.db"
-    monkeypatch.setattr("os.cpu_count", lambda: 6)
-    assert Settings(database_url=pg).workers == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    assert Settings(database_url=pg).workers == 6
     assert Settings(database_url=pg, workers=0).workers == 6
+    assert Settings(database_url=lite).workers == 1
     assert Settings(database_url=lite, workers=0).workers == 1
+    assert Settings().workers == 1  # the default database is SQLite
     assert Settings(database_url=pg, workers=3).workers == 3
     assert Settings(database_url=lite, workers=2).workers == 2
-    monkeypatch.setattr("os.cpu_count", lambda: None)
-    assert Settings(database_url=pg, workers=0).workers == 1
-    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert Settings(database_url=pg, workers=1).workers == 1
+    # The CPUs this process may run on, not the host's count (a pinned container).
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3})
+    assert Settings(database_url=pg).workers == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
     env = {"ONEJOB_DATABASE_URL": pg}
     assert load_settings(None, env={**env, "ONEJOB_WORKERS": "0"}).workers == 4
-    assert load_settings(None, env=env).workers == 1
+    assert load_settings(None, env=env).workers == 4
+    assert load_settings(None, env={**env, "ONEJOB_WORKERS": "1"}).workers == 1
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        Settings(database_url=pg, workers=-1)
