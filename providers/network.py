@@ -274,16 +274,50 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+class NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing and sends nothing.
+
+    A provider API is not a browser session, and one client serves every owner's jobs: a
+    cookie one answer sets (a CDN's bot-management cookie, say) must not ride along on
+    the next owner's request. It is also cheaper: httpx wraps every response and its
+    request in urllib objects to offer them to the jar (3 % of the gateway's samples per
+    sync job, docs/benchmarks.md).
+    """
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        """Keep no cookie of ``response``."""
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        """Send no cookie with ``request``."""
+
+    def set(self, name: str, value: str, domain: str = "", path: str = "/") -> None:
+        """Keep no cookie set by hand either."""
+
+
+class ProviderClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose cookie jar is ``NoCookies``."""
+
+    _no_cookies = NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        """Ignore: this client keeps no cookies."""
+
+
 def provider_client(
     limits: httpx.Limits, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """Return the ``httpx.AsyncClient`` the provider adapters share.
+    """Return the ``httpx.AsyncClient`` the provider adapters share (``ProviderClient``).
 
     Its own transport connects through ``AsyncioBackend``; a ``transport`` given (a test's
     ``MockTransport``) is used as it is. Proxies from the environment keep httpx's own
-    transports.
+    transports. It keeps no cookies (``NoCookies``).
     """
-    client = httpx.AsyncClient(transport=transport, limits=limits)
+    client = ProviderClient(transport=transport, limits=limits)
     if transport is None:
         use_asyncio_backend(client._transport)
     return client

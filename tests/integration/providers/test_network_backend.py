@@ -256,6 +256,35 @@ def test_the_provider_client_connects_through_the_asyncio_backend(run: Run) -> N
     run(body())
 
 
+def test_the_provider_client_keeps_no_cookie_for_the_next_request(run: Run) -> None:
+    """One client serves every owner: a cookie one answer sets is never sent back."""
+
+    async def body() -> None:
+        sent: list[str | None] = []
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            sent.append(request.headers.get("cookie"))
+            return httpx.Response(
+                200, headers={"Set-Cookie": "__cf_bm=owner-a; Path=/; Secure; HttpOnly"}
+            )
+
+        limits = httpx.Limits(max_connections=4)
+        async with provider_client(limits, transport=httpx.MockTransport(answer)) as c:
+            for _ in range(3):
+                assert (await c.post("https://api.example.com/v1/chat", json={})).is_success
+            c.cookies = {"set": "by-hand"}
+            c.cookies.set("also", "by-hand")
+            await c.post("https://api.example.com/v1/chat", json={})
+            assert not c.cookies
+        assert sent == [None, None, None, None]
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as plain:
+            for _ in range(2):
+                await plain.post("https://api.example.com/v1/chat", json={})
+        assert sent[-1] == "__cf_bm=owner-a"  # what httpx's own jar would have sent
+
+    run(body())
+
+
 def test_closing_a_connection_drops_the_unsent_rest_of_a_request(run: Run) -> None:
     """A call given up mid-upload must not go on reaching the provider (nor hold memory)."""
 
