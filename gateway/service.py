@@ -19,6 +19,7 @@ from gateway.domain.ports import (
     Certifications,
     ContractSpec,
     JobStore,
+    KeyedCreation,
     LocalRunner,
     Verdict,
 )
@@ -26,6 +27,7 @@ from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
     AttemptRecord,
+    ClaimSpec,
     CreateOutcome,
     CreateResult,
     EventRecord,
@@ -42,6 +44,7 @@ from gateway.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    Unauthorized,
     UnknownContract,
     UnknownProvider,
 )
@@ -53,6 +56,10 @@ from providers.config import ProviderConfig
 MAX_WAIT = 60.0  # seconds, the longest ``Prefer: wait`` honoured
 WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other processes, SQLite)
 MAX_PAGE = 100  # jobs per page
+#: What refusing an unknown or revoked API key says (the HTTP dependency says it too).
+KEY_REFUSED = "The API key is not valid or was revoked."
+#: ``NewJob.owner_id`` before the API key is checked: the key's owner takes its place.
+_OWNER_FROM_KEY = ""
 RESOLVE_OUTCOMES = frozenset({AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.SUCCEEDED})
 #: What ``GET /v1/certifications`` shows of each certificate behind a verdict.
 CERTIFICATE_FIELDS = (
@@ -116,6 +123,8 @@ class JobService:
             self.certifications,
         )
         self._runner: LocalRunner | None = None
+        #: Checks the API key in the creating statement, where the store can.
+        self._keyed = store if keys is None and isinstance(store, KeyedCreation) else None
 
     def use_local_runner(self, runner: LocalRunner | None) -> None:
         """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
@@ -130,6 +139,52 @@ class JobService:
         requested: str | None = None,
     ) -> CreateResult:
         """Create the job, or return the one this key already made (replay or conflict)."""
+        new = self._new_job(principal.owner_id, idempotency_key, name, input_, requested)
+        return self._counted(await self._create(new))
+
+    async def create_job_for_key(
+        self,
+        secret: str,
+        idempotency_key: str,
+        name: str,
+        input_: Any,
+        requested: str | None = None,
+    ) -> CreateResult:
+        """``create_job`` for the caller whose API key is ``secret`` (the HTTP route's way).
+
+        Where the store can (``KeyedCreation``: PostgreSQL), the key is checked by the
+        statement that creates the job, so it costs no round trip of its own, and it is
+        still read on every request: a revoked key is refused at once. A request refused
+        for what it asks (an unknown contract, invalid input) is refused so only to a
+        valid key; anyone else gets 401, as before the request was read.
+        """
+        try:
+            new = self._new_job(_OWNER_FROM_KEY, idempotency_key, name, input_, requested)
+        except Exception:
+            await self.require_key(secret)
+            raise
+        return self._counted(await self._create(new, secret))
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked API key, or None."""
+        return await self.keys.authenticate(secret)
+
+    async def require_key(self, secret: str) -> Principal:
+        """Return the principal of an unrevoked API key; raise ``Unauthorized`` otherwise."""
+        principal = await self.authenticate(secret)
+        if principal is None:
+            raise Unauthorized(KEY_REFUSED)
+        return principal
+
+    def _new_job(
+        self,
+        owner_id: str,
+        idempotency_key: str,
+        name: str,
+        input_: Any,
+        requested: str | None,
+    ) -> NewJob:
+        """Validate what was asked for and return it as a ``NewJob``."""
         contract = self._contract(name)
         primary = self._primary(name, requested)
         errors = contract.validate_input(input_)
@@ -139,8 +194,8 @@ class JobService:
             print_ = fingerprint(name, input_, requested)
         except UnfingerprintableInput as exc:
             raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
-        new = NewJob(
-            owner_id=principal.owner_id,
+        return NewJob(
+            owner_id=owner_id,
             idempotency_key=idempotency_key,
             fingerprint=print_,
             contract=name,
@@ -148,7 +203,8 @@ class JobService:
             requested_provider=requested,
             input=input_,
         )
-        result = await self._create(new)
+
+    def _counted(self, result: CreateResult) -> CreateResult:
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
@@ -157,30 +213,42 @@ class JobService:
             self.metrics.job_conflicted()
         return result
 
-    async def authenticate(self, secret: str) -> Principal | None:
-        """Return the principal of an unrevoked API key, or None."""
-        return await self.keys.authenticate(secret)
-
-    async def _create(self, new: NewJob) -> CreateResult:
+    async def _create(self, new: NewJob, secret: str | None = None) -> CreateResult:
         """Insert the job; when a local runner is free, claim and start its first attempt.
 
         Running the first attempt where the request is saves the notify, wake-up and
-        claim transaction; the claim is a lease like any other (R7).
+        claim transaction; the claim is a lease like any other (R7). With ``secret``, the
+        job is the owner's of that API key (``create_job_for_key``).
         """
         runner = self._runner
         claim = await runner.reserve(new.provider) if runner is not None else None
-        if runner is None or claim is None:
-            return await self.store.create_or_get(new)
         try:
-            result = await self.store.create_or_get(new, claim)
+            result = await self._insert(new, claim, secret)
         except BaseException:
-            runner.release()
+            if runner is not None and claim is not None:
+                runner.release()
             raise
+        if runner is None or claim is None:
+            return result
         if result.claimed is None:
             runner.release()
             return result
         runner.run_claimed(result.claimed)
         return result
+
+    async def _insert(
+        self, new: NewJob, claim: ClaimSpec | None, secret: str | None
+    ) -> CreateResult:
+        if secret is not None:
+            if self._keyed is not None:
+                result = await self._keyed.create_or_get_for_key(secret, new, claim)
+                if result is not None:
+                    return result
+            principal = await self.require_key(secret)
+            new = dataclasses.replace(new, owner_id=principal.owner_id)
+        if claim is None:
+            return await self.store.create_or_get(new)
+        return await self.store.create_or_get(new, claim)
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""

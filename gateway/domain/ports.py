@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gateway.domain.records import (
     AddAttemptResult,
@@ -252,6 +252,19 @@ class ApiKeys(Protocol):
 
     async def revoke_api_key(self, key_id: str) -> bool:
         """Revoke a key; say whether it was active."""
+        ...
+
+
+@runtime_checkable
+class KeyedCreation(Protocol):
+    """A store that checks the caller's API key in the statement that creates its job."""
+
+    async def create_or_get_for_key(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
+    ) -> CreateResult | None:
+        """``create_or_get`` for the owner of the key ``secret`` (``new.owner_id`` unused);
+        None when that cannot be told in one statement: the key is unknown or revoked, or
+        the key's job is not visible yet. The caller then authenticates and creates."""
         ...
 
 

@@ -32,6 +32,7 @@ from gateway.store.rows import (
     aware_utc,
     decode_cursor,
     encode_cursor,
+    hash_key,
     job_record,
 )
 from gateway.store.statements import (
@@ -110,6 +111,24 @@ class CreationAndReads(StoreBase):
             await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
             return CreateResult(CreateOutcome.CONFLICT, existing)
 
+    async def create_or_get_for_key(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
+    ) -> CreateResult | None:
+        """``create_or_get`` for the owner of the API key ``secret``, checked in the same
+        statement: no round trip of its own for the key (``new.owner_id`` is not used).
+
+        None when that one statement cannot tell: the key is unknown or revoked, or the
+        key's owner already has a job under this idempotency key that the statement's
+        snapshot does not see yet (a concurrent first click still committing). The
+        caller then authenticates and calls ``create_or_get``. SQLite has no round trip
+        to save and always answers None.
+        """
+        if self._sqlite:
+            return None
+        return await self._create_in_one_statement(
+            new, self.ids.new("job"), self._now(), claim, key_hash=hash_key(secret)
+        )
+
     def _first_attempt(
         self, new: NewJob, job_id: str, now: dt.datetime, claim: ClaimSpec | None
     ) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any], str | None]]]:
@@ -166,15 +185,22 @@ class CreationAndReads(StoreBase):
         return attempt_record(row)
 
     async def _create_in_one_statement(
-        self, new: NewJob, job_id: str, now: dt.datetime, claim: ClaimSpec | None
+        self,
+        new: NewJob,
+        job_id: str,
+        now: dt.datetime,
+        claim: ClaimSpec | None,
+        key_hash: str | None = None,
     ) -> CreateResult | None:
         """PostgreSQL: insert job, attempt and events in one statement, outside a
-        transaction; None when the key is taken (the caller replays or conflicts)."""
+        transaction, or return the job the key already made; None when that job is not
+        visible (the caller replays or conflicts), or with ``key_hash`` when that API
+        key is not valid (the job is the key's owner's)."""
         values, events = self._first_attempt(new, job_id, now, claim)
-        sql = pg.CREATE[claim is None]
+        sql = (pg.CREATE if key_hash is None else pg.CREATE_BY_KEY)[claim is None]
         params = (
             job_id,
-            new.owner_id,
+            new.owner_id if key_hash is None else key_hash,
             new.idempotency_key,
             new.fingerprint,
             new.contract,

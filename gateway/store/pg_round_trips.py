@@ -47,13 +47,21 @@ def _key_taken_event(job: str, fingerprint: str, now: str) -> str:
   FROM {job}"""
 
 
-def _create(notify_attempt: bool) -> str:
+def _create(notify_attempt: bool, by_key: bool) -> str:
     notify = f"pg_notify('{ATTEMPTS_CHANNEL}', '')" if notify_attempt else "NULL::void"
+    # by_key: $2 is the caller's API key hash, not an owner. The key is read in the same
+    # snapshot, and the job is its owner's; an unknown or revoked key inserts nothing.
+    key = (
+        "key AS (\n  SELECT owner_id FROM api_keys WHERE key_hash = $2 AND revoked_at IS NULL\n), "
+        if by_key
+        else ""
+    )
+    owner, from_key, and_key = ("key.owner_id", " FROM key", ", key") if by_key else ("$2", "", "")
     return f"""
-WITH job AS (
+WITH {key}job AS (
   INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
                     requested_provider, input, status, version, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10)
+  SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10{from_key}
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
   RETURNING *
 ), attempt AS (
@@ -69,8 +77,9 @@ WITH job AS (
   SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
   FROM attempt, unnest($18::varchar[], $19::varchar[], $20::jsonb[]) AS e(attempt_id, kind, detail)
 ), old AS (
-  SELECT * FROM jobs
-  WHERE owner_id = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM job)
+  SELECT jobs.* FROM jobs{and_key}
+  WHERE jobs.owner_id = {owner} AND jobs.idempotency_key = $3
+    AND NOT EXISTS (SELECT 1 FROM job)
 ), old_event AS (
   {_key_taken_event("old", "$4", "$10")}
 )
@@ -88,7 +97,10 @@ ORDER BY a_number"""
 #: returns that job (``created`` false, a row per attempt) and writes its ``replayed`` or
 #: ``conflict`` event, so a replay costs one round trip as a creation does. No row: the
 #: key's job is not visible yet (a concurrent first click committing); ``REPLAY`` reads it.
-CREATE = {True: _create(notify_attempt=True), False: _create(notify_attempt=False)}
+CREATE = {n: _create(notify_attempt=n, by_key=False) for n in (True, False)}
+#: The same, for the owner of the API key whose hash is ``$2``: checking the key costs no
+#: round trip of its own. No row also when the key is unknown or revoked.
+CREATE_BY_KEY = {n: _create(notify_attempt=n, by_key=True) for n in (True, False)}
 
 #: The key is taken: read the job and its attempts and write the ``replayed`` (same
 #: fingerprint) or ``conflict`` event, in one statement with one snapshot. A row per

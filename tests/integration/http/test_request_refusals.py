@@ -215,7 +215,9 @@ async def test_a_database_outage_is_a_503_and_a_bug_is_a_logged_500(
     async def outage(*_: Any, **__: Any) -> Any:
         raise sqlalchemy.exc.OperationalError("INSERT", {}, ConnectionRefusedError("down"))
 
+    # Both ways in: with the key checked by the creating statement (PostgreSQL), or not.
     monkeypatch.setattr(store, "create_or_get", outage)
+    monkeypatch.setattr(store, "create_or_get_for_key", outage)
     r = await client.post("/v1/jobs", content=GOOD, headers=keys.job())
     assert r.status_code == 503
     assert r.headers["retry-after"] == "1"
@@ -225,6 +227,7 @@ async def test_a_database_outage_is_a_503_and_a_bug_is_a_logged_500(
         raise KeyError("oops")
 
     monkeypatch.setattr(store, "create_or_get", bug)
+    monkeypatch.setattr(store, "create_or_get_for_key", bug)
     with caplog.at_level(logging.ERROR, logger="onejob.http"):
         r = await client.post("/v1/jobs", content=GOOD, headers=keys.job())
     assert r.status_code == 500
