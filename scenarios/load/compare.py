@@ -57,6 +57,8 @@ CONTRACT = "ticket-triage@1"
 #: WALWrite, while the gateway's CPU per replay stayed below creation's); docs/benchmarks.md.
 REPLAY_KEYS = 2000
 SOAK_STEP = 30.0  # seconds between RSS samples in the soak
+#: wrk connections of the 2 s warm-up before each gateway's runs (the most any run uses).
+WARM_CONNECTIONS = 16
 WRK_THREADS = 2
 #: Goals of issue 9 (ratios and floors), printed beside the figures.
 GOALS = {
@@ -372,7 +374,8 @@ async def run_database(
         async with gateway(cfg, port, work) as pid:
             create = wrk_scripts.create_jobs(key, body, wait=None)
             script = wrk_scripts.write(work / "create.lua", create)
-            run_wrk(base, script, connections=2, duration=2, prefix="warm")
+            # At the measured concurrency: every worker's pool is full before the clock runs.
+            run_wrk(base, script, connections=WARM_CONNECTIONS, duration=2, prefix="warm")
             say(f"[{kind}] creation, dispatcher off, 16 connections")
             out["creation_16"] = measure(
                 base, script, connections=16, duration=seconds, prefix="c16", pid=pid
@@ -406,7 +409,7 @@ async def run_database(
         async with gateway(cfg, port, work) as pid:
             sync = wrk_scripts.create_jobs(key, body, wait=30)
             script = wrk_scripts.write(work / "sync.lua", sync)
-            run_wrk(base, script, connections=4, duration=2, prefix="warm")
+            run_wrk(base, script, connections=WARM_CONNECTIONS, duration=2, prefix="warm")
             rss_before = tree_rss_kib(pid)
             for connections, run in at_16_and_1(
                 base,
