@@ -128,6 +128,77 @@ async def test_runners_poll_when_no_wake_up_arrives(
         await d.stop()
 
 
+async def test_a_new_job_waits_a_moment_for_a_slot_being_freed(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 30.0, "runners": 1})
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)  # the runner's first look is over: the one slot is free
+        assert await d.reserve("p1") is not None  # a first attempt runs in this process
+        asyncio.get_running_loop().call_later(0.002, d.release)  # it decides at once
+        assert await d.reserve("p1") is not None  # the next job takes its slot
+        began = time.monotonic()
+        assert await d.reserve("p1") is None  # nothing frees: this one is queued
+        assert time.monotonic() - began < 0.5
+        d.release()
+    finally:
+        await d.stop()
+
+
+async def test_a_periodic_look_takes_no_slot_while_every_slot_is_busy(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 0.05, "runners": 1})
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert await d.reserve("p1") is not None
+        await asyncio.sleep(0.3)  # six poll intervals with the only slot busy
+        looks = len(store.claim_kwargs)
+        d.release()
+        # The freed slot goes to the next new job, not to a runner that finds nothing.
+        assert await d.reserve("p1") is not None
+        await asyncio.sleep(0.2)
+        assert len(store.claim_kwargs) == looks
+        d.release()
+        claim(store)
+        d.hub.publish_attempt()  # a queued attempt: a runner claims it at once
+        for _ in range(100):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.01)
+        assert store.named("finalize")
+    finally:
+        await d.stop()
+
+
+async def test_a_queued_attempt_gets_the_next_slot_before_a_new_job(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    slow = ScriptedProvider("p1", answer({"label": "x"}, delay=0.2))
+    d = make_dispatcher(
+        providers={"p1": slow, "p2": ScriptedProvider("p2"), "p3": ScriptedProvider("p3")},
+        dispatcher={"poll_interval": 30.0, "runners": 1},
+    )
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert await d.reserve("p1") is not None
+        claim(store)
+        d.hub.publish_attempt()  # queued while the slot is busy: a runner waits for it
+        await asyncio.sleep(0.05)
+        d.release()
+        assert await d.reserve("p1") is None  # the queued attempt runs first (0.2 s)
+        for _ in range(100):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.01)
+        assert store.named("finalize")
+    finally:
+        await d.stop()
+
+
 async def test_a_database_error_while_deciding_leaves_the_attempt_to_the_reaper(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
