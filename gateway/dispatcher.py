@@ -51,6 +51,8 @@ MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, ne
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
 #: How long a new job waits for a runner slot before it is queued instead (seconds).
 RESERVE_WAIT = 0.005
+#: Polls in a row that may pass while every slot is busy before one waits for a slot.
+MAX_SKIPPED_LOOKS = 3
 
 
 class Dispatcher:
@@ -92,6 +94,7 @@ class Dispatcher:
         #: Whether an attempt may be queued (shared by the runners, who pass the baton):
         #: true at start, after a wake-up and after a claim that found one.
         self._maybe_queued = True
+        self._skipped_looks = 0  # polls in a row that found every slot busy and passed
         self._local: set[asyncio.Task[JobRecord | None]] = set()
         self.routes = Routes(settings, catalog, provider_configs, certifications)
 
@@ -158,16 +161,27 @@ class Dispatcher:
         # A periodic look (the poll interval passed with no wake-up) only looks when a
         # slot is free: waiting for one would take it from the next new job only to find
         # nothing queued, and send that job through the queue instead (measured at 16
-        # connections on 16 runners: a claim transaction for a share of all jobs).
+        # connections on 16 runners: a claim transaction for a share of all jobs). After
+        # MAX_SKIPPED_LOOKS such polls in a row it waits for a slot anyway, so an attempt
+        # whose wake-up was lost is claimed within a few poll intervals under any load.
         while not self._stopping.is_set():
             try:
                 async with self._claim_baton:
                     if self._stopping.is_set():
                         return
-                    if not self._maybe_queued and self._slots.locked():
+                    if (
+                        not self._maybe_queued
+                        and self._slots.locked()
+                        and self._skipped_looks < MAX_SKIPPED_LOOKS
+                    ):
+                        self._skipped_looks += 1
                         self._maybe_queued = await self.hub.wait_attempt(self.config.poll_interval)
                         continue
+                    self._skipped_looks = 0
                     await self._slots.acquire()
+                    if self._stopping.is_set():  # stopped while waiting: claim nothing
+                        self._slots.release()
+                        return
                     try:
                         claimed, began = await self._claim()
                     except BaseException:

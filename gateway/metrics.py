@@ -248,7 +248,11 @@ class Metrics:
         """Return the (provider, age) pairs a scrape shows now, of every process."""
         path = multiprocess_dir()
         gauge = self.attempts_unknown_by_age
-        families = gauge.collect() if path is None else _MultiProcessCollector(path).collect()
+        if path is None:
+            families = gauge.collect()
+        else:  # only the mostrecent gauges' files: this runs on every refresh
+            files = glob.glob(os.path.join(path, "gauge_mostrecent_*.db"))
+            families = _MultiProcessCollector.merge(files)
         name = next(iter(gauge.describe())).name
         return {
             (sample.labels["provider"], sample.labels["age"])
@@ -266,6 +270,13 @@ class _MultiProcessCollector:
 
     def collect(self) -> Iterable[Metric]:
         families: Iterable[Metric] = self._inner.collect()  # type: ignore[no-untyped-call]
+        return families
+
+    @staticmethod
+    def merge(files: list[str]) -> Iterable[Metric]:
+        """Merge only ``files`` (of one kind of metric), as ``collect`` merges them all."""
+        merge = multiprocess.MultiProcessCollector.merge
+        families: Iterable[Metric] = merge(files, accumulate=True)  # type: ignore[no-untyped-call]
         return families
 
 

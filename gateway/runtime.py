@@ -128,7 +128,9 @@ async def running(
     if store is None:
         from gateway.store import open_store
 
-        the_store: JobStore = await open_store(settings.database_url, hub=hub)
+        the_store: JobStore = await open_store(
+            settings.database_url, hub=hub, processes=settings.workers
+        )
     else:
         the_store = store
     the_catalog = _default_catalog() if catalog is None else catalog

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import logging
 import os
 import shutil
@@ -95,10 +96,9 @@ def worker_app() -> Any:
     from gateway.logging import configure_logging
 
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
-    # Each process holds its own leases: a worker id names one process.
-    settings = settings.model_copy(
-        update={"instance_id": f"{settings.instance_id}-{os.getpid()}", "workers": 1}
-    )
+    # Each process holds its own leases: a worker id names one process. ``workers``
+    # stays the server's count: the workers share the database's connection budget.
+    settings = settings.model_copy(update={"instance_id": f"{settings.instance_id}-{os.getpid()}"})
     configure_logging(settings.log_level)
     return create_app(settings)
 
@@ -132,10 +132,15 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
 def _shared_metrics_dir() -> Iterator[None]:
     """Give the workers one fresh directory to add up their metrics in (gateway.metrics).
 
-    A directory the operator names in ``PROMETHEUS_MULTIPROC_DIR`` is used as it is, and
-    kept: prometheus_client requires it empty at start. Ours is removed at the end.
+    A directory the operator names in ``PROMETHEUS_MULTIPROC_DIR`` is used and kept, but
+    emptied of the last run's files first (prometheus_client would add them in, and count
+    a reused PID's in-flight attempts). Ours is a new one, removed at the end.
     """
-    if os.environ.get(MULTIPROC_DIR_ENV):
+    named = os.environ.get(MULTIPROC_DIR_ENV)
+    if named:
+        os.makedirs(named, exist_ok=True)
+        for stale in glob.glob(os.path.join(named, "*.db")):
+            os.remove(stale)
         yield
         return
     path = tempfile.mkdtemp(prefix="onejob-metrics-")

@@ -27,7 +27,6 @@ from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
     AttemptRecord,
-    ClaimSpec,
     CreateOutcome,
     CreateResult,
     EventRecord,
@@ -56,7 +55,7 @@ from providers.config import ProviderConfig
 MAX_WAIT = 60.0  # seconds, the longest ``Prefer: wait`` honoured
 WAIT_POLL_INTERVAL = 1.0  # seconds; re-read even without a wake-up (other processes, SQLite)
 MAX_PAGE = 100  # jobs per page
-#: What refusing an unknown or revoked API key says (the HTTP dependency says it too).
+#: What refusing an unknown or revoked API key says (``require_key``).
 KEY_REFUSED = "The API key is not valid or was revoked."
 #: ``NewJob.owner_id`` before the API key is checked: the key's owner takes its place.
 _OWNER_FROM_KEY = ""
@@ -130,40 +129,51 @@ class JobService:
         """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
         self._runner = runner
 
-    async def create_job(
-        self,
-        principal: Principal,
-        idempotency_key: str,
-        name: str,
-        input_: Any,
-        requested: str | None = None,
-    ) -> CreateResult:
-        """Create the job, or return the one this key already made (replay or conflict)."""
-        new = self._new_job(principal.owner_id, idempotency_key, name, input_, requested)
-        return self._counted(await self._create(new))
+    def new_job(
+        self, idempotency_key: str, name: str, input_: Any, requested: str | None = None
+    ) -> NewJob:
+        """Validate what a caller asks for; return it as a ``NewJob`` of no owner yet.
 
-    async def create_job_for_key(
-        self,
-        secret: str,
-        idempotency_key: str,
-        name: str,
-        input_: Any,
-        requested: str | None = None,
-    ) -> CreateResult:
-        """``create_job`` for the caller whose API key is ``secret`` (the HTTP route's way).
+        The owner is the API key's, filled in by ``create_job_for_key``. The HTTP route
+        calls this before the key is checked, so it must answer a refusal only once
+        ``require_key`` has passed.
+        """
+        contract = self._contract(name)
+        primary = self._primary(name, requested)
+        errors = contract.validate_input(input_)
+        if errors:
+            raise InvalidInput(f"input is not valid for {name}", errors=errors)
+        try:
+            print_ = fingerprint(name, input_, requested)
+        except UnfingerprintableInput as exc:
+            raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
+        return NewJob(
+            owner_id=_OWNER_FROM_KEY,
+            idempotency_key=idempotency_key,
+            fingerprint=print_,
+            contract=name,
+            provider=primary,
+            requested_provider=requested,
+            input=input_,
+        )
+
+    async def create_job_for_key(self, secret: str, new: NewJob) -> CreateResult:
+        """Create ``new`` for the owner of the API key ``secret``, or return the job that
+        owner's idempotency key already made (replay or conflict); ``Unauthorized`` for
+        an unknown or revoked key.
 
         Where the store can (``KeyedCreation``: PostgreSQL), the key is checked by the
         statement that creates the job, so it costs no round trip of its own, and it is
-        still read on every request: a revoked key is refused at once. A request refused
-        for what it asks (an unknown contract, invalid input) is refused so only to a
-        valid key; anyone else gets 401, as before the request was read.
+        still read on every request: a revoked key is refused at once.
         """
-        try:
-            new = self._new_job(_OWNER_FROM_KEY, idempotency_key, name, input_, requested)
-        except Exception:
-            await self.require_key(secret)
-            raise
-        return self._counted(await self._create(new, secret))
+        result = await self._create(new, secret)
+        if result.outcome is CreateOutcome.CREATED:
+            self.metrics.job_created()
+        elif result.outcome is CreateOutcome.REPLAYED:
+            self.metrics.job_replayed()
+        else:
+            self.metrics.job_conflicted()
+        return result
 
     async def authenticate(self, secret: str) -> Principal | None:
         """Return the principal of an unrevoked API key, or None."""
@@ -176,58 +186,36 @@ class JobService:
             raise Unauthorized(KEY_REFUSED)
         return principal
 
-    def _new_job(
-        self,
-        owner_id: str,
-        idempotency_key: str,
-        name: str,
-        input_: Any,
-        requested: str | None,
-    ) -> NewJob:
-        """Validate what was asked for and return it as a ``NewJob``."""
-        contract = self._contract(name)
-        primary = self._primary(name, requested)
-        errors = contract.validate_input(input_)
-        if errors:
-            raise InvalidInput(f"input is not valid for {name}", errors=errors)
-        try:
-            print_ = fingerprint(name, input_, requested)
-        except UnfingerprintableInput as exc:
-            raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
-        return NewJob(
-            owner_id=owner_id,
-            idempotency_key=idempotency_key,
-            fingerprint=print_,
-            contract=name,
-            provider=primary,
-            requested_provider=requested,
-            input=input_,
-        )
-
-    def _counted(self, result: CreateResult) -> CreateResult:
-        if result.outcome is CreateOutcome.CREATED:
-            self.metrics.job_created()
-        elif result.outcome is CreateOutcome.REPLAYED:
-            self.metrics.job_replayed()
-        else:
-            self.metrics.job_conflicted()
-        return result
-
-    async def _create(self, new: NewJob, secret: str | None = None) -> CreateResult:
+    async def _create(self, new: NewJob, secret: str) -> CreateResult:
         """Insert the job; when a local runner is free, claim and start its first attempt.
 
         Running the first attempt where the request is saves the notify, wake-up and
-        claim transaction; the claim is a lease like any other (R7). With ``secret``, the
-        job is the owner's of that API key (``create_job_for_key``).
+        claim transaction; the claim is a lease like any other (R7).
         """
         runner = self._runner
         claim = await runner.reserve(new.provider) if runner is not None else None
         try:
-            result = await self._insert(new, claim, secret)
+            if self._keyed is not None:
+                result = await self._keyed.create_or_get_for_key(secret, new, claim)
+            else:
+                owner = (await self.require_key(secret)).owner_id
+                result = await self.store.create_or_get(
+                    dataclasses.replace(new, owner_id=owner), claim
+                )
         except BaseException:
             if runner is not None and claim is not None:
                 runner.release()
             raise
+        if result is None:
+            # Not told in one statement (an unknown or revoked key, or the key's job not
+            # visible yet): give the slot back before the key is read, so a stranger
+            # holds none meanwhile; a valid key's job then queues for any runner.
+            if runner is not None and claim is not None:
+                runner.release()
+            principal = await self.require_key(secret)
+            return await self.store.create_or_get(
+                dataclasses.replace(new, owner_id=principal.owner_id)
+            )
         if runner is None or claim is None:
             return result
         if result.claimed is None:
@@ -235,20 +223,6 @@ class JobService:
             return result
         runner.run_claimed(result.claimed)
         return result
-
-    async def _insert(
-        self, new: NewJob, claim: ClaimSpec | None, secret: str | None
-    ) -> CreateResult:
-        if secret is not None:
-            if self._keyed is not None:
-                result = await self._keyed.create_or_get_for_key(secret, new, claim)
-                if result is not None:
-                    return result
-            principal = await self.require_key(secret)
-            new = dataclasses.replace(new, owner_id=principal.owner_id)
-        if claim is None:
-            return await self.store.create_or_get(new)
-        return await self.store.create_or_get(new, claim)
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""

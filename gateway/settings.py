@@ -6,6 +6,7 @@ root) and tests build ``Settings`` directly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -15,6 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers.config import ProviderConfig
+
+#: Where cgroup v2 says a container's CPU quota ("max 100000", or "200000 100000").
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+MAX_WORKERS = 64  # server processes of one host, at most
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./onejob.db"
 DEFAULT_SIM_PORT = 8765
@@ -85,7 +90,7 @@ class Settings(BaseModel):
     #: Unset or 0 sizes it: one per CPU this process may run on with PostgreSQL, one on
     #: SQLite, where processes share the file's single write lock (docs/benchmarks.md
     #: measured both). ``/metrics`` adds up all of them (gateway.metrics).
-    workers: int = Field(default=1, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)  # replaced by the sizing below
     log_level: str = "INFO"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
@@ -166,12 +171,19 @@ _ENV_FIELDS = {
 }
 
 
-def usable_cpus() -> int:
-    """Return the CPUs this process may run on (its affinity mask, not the host's count)."""
+def usable_cpus(cpu_max: Path | None = None) -> int:
+    """Return the CPUs this process may use: its affinity mask, capped by a cgroup v2
+    CPU quota (``docker --cpus``, a Kubernetes limit) rounded up, at most ``MAX_WORKERS``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS and Windows have no affinity call
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        text = (cpu_max or CGROUP_CPU_MAX).read_text(encoding="ascii")
+        quota, period = text.split()[:2]
+        if quota != "max":
+            cpus = min(cpus, -(-int(quota) // int(period)))
+    return max(1, min(cpus, MAX_WORKERS))
 
 
 def load_settings(

@@ -26,6 +26,7 @@ of the socket, so a hang-up the loop has not yet read is still seen.
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import socket
 import ssl
 from collections.abc import Iterable
@@ -274,24 +275,38 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+class _KeepNothing(http.cookiejar.CookieJar):
+    """A cookie jar that stores nothing, however a cookie is offered to it."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        """Keep no cookie."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        """Keep no cookie of a response."""
+
+    def add_cookie_header(self, request: Any) -> None:
+        """Add no Cookie header."""
+
+
 class NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing and sends nothing.
+    """Cookies that keep nothing and send nothing.
 
     A provider API is not a browser session, and one client serves every owner's jobs: a
     cookie one answer sets (a CDN's bot-management cookie, say) must not ride along on
     the next owner's request. It is also cheaper: httpx wraps every response and its
     request in urllib objects to offer them to the jar (3 % of the gateway's samples per
-    sync job, docs/benchmarks.md).
+    sync job, docs/benchmarks.md), which these two methods skip. The jar underneath keeps
+    nothing either (``update`` and ``set`` write to it directly).
     """
+
+    def __init__(self) -> None:
+        super().__init__(_KeepNothing())
 
     def extract_cookies(self, response: httpx.Response) -> None:
         """Keep no cookie of ``response``."""
 
     def set_cookie_header(self, request: httpx.Request) -> None:
         """Send no cookie with ``request``."""
-
-    def set(self, name: str, value: str, domain: str = "", path: str = "/") -> None:
-        """Keep no cookie set by hand either."""
 
 
 class ProviderClient(httpx.AsyncClient):

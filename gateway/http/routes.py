@@ -154,10 +154,11 @@ async def create_job(
     try:
         key = parse_idempotency_key(request.headers.getall(HEADER.lower(), []))
         body = await read_body(request, CreateJobBody)
+        new = service.new_job(key, body.contract, body.input, body.provider)
     except Exception:
-        await service.require_key(secret)
+        await service.require_key(secret)  # a stranger gets 401, not this refusal
         raise
-    result = await service.create_job_for_key(secret, key, body.contract, body.input, body.provider)
+    result = await service.create_job_for_key(secret, new)
     note_job(request, result.job.id)
     if result.outcome is CreateOutcome.CONFLICT:
         return created_response(result, result.job)  # nothing to wait for

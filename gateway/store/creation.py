@@ -111,20 +111,16 @@ class CreationAndReads(StoreBase):
             await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
             return CreateResult(CreateOutcome.CONFLICT, existing)
 
-    async def create_or_get_for_key(
-        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
+    async def _create_for_key(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None
     ) -> CreateResult | None:
-        """``create_or_get`` for the owner of the API key ``secret``, checked in the same
-        statement: no round trip of its own for the key (``new.owner_id`` is not used).
+        """PostgreSQL: ``create_or_get`` for the owner of the API key ``secret``, the key
+        checked by the same statement (``pg.CREATE_BY_KEY``; ``new.owner_id`` unused).
 
-        None when that one statement cannot tell: the key is unknown or revoked, or the
-        key's owner already has a job under this idempotency key that the statement's
-        snapshot does not see yet (a concurrent first click still committing). The
-        caller then authenticates and calls ``create_or_get``. SQLite has no round trip
-        to save and always answers None.
+        None when that statement cannot tell: the key is unknown or revoked, or the key's
+        owner already has a job under this idempotency key that the statement's snapshot
+        does not see yet (a concurrent first click still committing).
         """
-        if self._sqlite:
-            return None
         return await self._create_in_one_statement(
             new, self.ids.new("job"), self._now(), claim, key_hash=hash_key(secret)
         )

@@ -22,11 +22,24 @@ SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for another process'
 #: introspection) per request; py-spy showed asyncpg's connect on the hot path at 10.
 PG_POOL_SIZE = 20
 PG_MAX_OVERFLOW = 10  # extra connections under bursts (max_connections is 100 by default)
+#: The smallest pool of one process when several share the budget above.
+PG_MIN_POOL = 8
 IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
 _CHECKED_IN = "onejob_checked_in_at"
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 log = logging.getLogger(__name__)
+
+
+def pg_pool_share(processes: int) -> tuple[int, int]:
+    """Return one process's (pool_size, max_overflow) when ``processes`` share a host.
+
+    The host keeps about one process's budget (20 + 10 connections) whatever its worker
+    count, so the default ``--workers`` (one per CPU) stays inside PostgreSQL's default
+    ``max_connections`` of 100 up to 4 CPUs; no process gets fewer than 8 (+2 overflow).
+    """
+    n = max(1, processes)
+    return max(PG_MIN_POOL, -(-PG_POOL_SIZE // n)), max(2, -(-PG_MAX_OVERFLOW // n))
 
 
 def is_sqlite(url: str) -> bool:
@@ -42,17 +55,20 @@ def listen_dsn(url: str) -> str | None:
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+def make_engine(url: str, *, processes: int = 1, **kwargs: Any) -> AsyncEngine:
     """Create the process's engine; on SQLite every transaction takes the write lock at BEGIN.
 
     ``BEGIN IMMEDIATE`` makes concurrent writers queue on ``busy_timeout`` instead of
     failing with "database is locked" when a read transaction later tries to write.
+    ``processes`` server processes share one host's PostgreSQL connections
+    (``pg_pool_share``).
     """
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
     if not is_sqlite(url):
-        kwargs.setdefault("pool_size", PG_POOL_SIZE)
-        kwargs.setdefault("max_overflow", PG_MAX_OVERFLOW)
+        pool_size, max_overflow = pg_pool_share(processes)
+        kwargs.setdefault("pool_size", pool_size)
+        kwargs.setdefault("max_overflow", max_overflow)
         engine = create_async_engine(url, **kwargs)
         _ping_when_idle(engine)
         return engine

@@ -7,11 +7,13 @@ statements), ``base`` (transaction plumbing), ``creation`` (creation and reads),
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import sqlalchemy as sa
 
 from gateway.domain.clock import Clock, IdFactory
+from gateway.domain.records import ClaimSpec, CreateResult, NewJob
 from gateway.notify import ChangeHub
 from gateway.store.creation import CreationAndReads
 from gateway.store.decisions import Decisions
@@ -26,6 +28,24 @@ log = logging.getLogger("onejob.store")
 
 class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, ReconcilerFindings):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""
+
+    async def create_or_get_for_key(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
+    ) -> CreateResult | None:
+        """``create_or_get`` for the owner of the API key ``secret`` (``KeyedCreation``).
+
+        PostgreSQL checks the key in the creating statement; SQLite, with no round trip
+        to save, reads it first. None: the key is unknown or revoked, or (PostgreSQL) the
+        key's job is not visible yet; the caller reads the key and creates without it.
+        """
+        if not self._sqlite:
+            return await self._create_for_key(secret, new, claim)
+        principal = await self.authenticate(secret)
+        if principal is None:
+            return None
+        return await self.create_or_get(
+            dataclasses.replace(new, owner_id=principal.owner_id), claim
+        )
 
     async def ping(self) -> None:
         """Raise if the database cannot be reached."""
@@ -43,6 +63,12 @@ async def open_store(
     hub: ChangeHub | None = None,
     clock: Clock | None = None,
     ids: IdFactory | None = None,
+    processes: int = 1,
 ) -> SqlJobStore:
-    """Create the engine and the store (the caller runs migrations first)."""
-    return SqlJobStore(make_engine(database_url), hub=hub, clock=clock, ids=ids)
+    """Create the engine and the store (the caller runs migrations first).
+
+    ``processes``: how many server processes of one host share the database's
+    connection budget (``onejob serve --workers``); each gets its share of the pool.
+    """
+    engine = make_engine(database_url, processes=processes)
+    return SqlJobStore(engine, hub=hub, clock=clock, ids=ids)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.metrics import MULTIPROC_DIR_ENV, Metrics
@@ -151,3 +152,23 @@ def test_one_process_alone_counts_on_its_own_registry() -> None:
     assert shown[by_age("sim-openai", "lt_1m")] == 0.0
     assert shown[CREATED] == 1.0
     assert values(other.render()[0].decode())[CREATED] == 0.0
+
+
+def test_a_directory_the_operator_names_is_emptied_of_the_last_run_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.server import _shared_metrics_dir
+
+    named = tmp_path / "metrics"
+    named.mkdir()
+    (named / "counter_4242.db").write_bytes(b"stale")
+    (named / "notes.txt").write_text("not ours")
+    monkeypatch.setenv(MULTIPROC_DIR_ENV, str(named))
+    with _shared_metrics_dir():
+        assert sorted(p.name for p in named.iterdir()) == ["notes.txt"]
+    assert named.is_dir() and os.environ[MULTIPROC_DIR_ENV] == str(named)
+    monkeypatch.delenv(MULTIPROC_DIR_ENV)
+    with _shared_metrics_dir():
+        ours = Path(os.environ[MULTIPROC_DIR_ENV])
+        assert ours.is_dir() and not any(ours.iterdir())
+    assert MULTIPROC_DIR_ENV not in os.environ and not ours.exists()

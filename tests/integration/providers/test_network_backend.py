@@ -274,6 +274,8 @@ def test_the_provider_client_keeps_no_cookie_for_the_next_request(run: Run) -> N
                 assert (await c.post("https://api.example.com/v1/chat", json={})).is_success
             c.cookies = {"set": "by-hand"}
             c.cookies.set("also", "by-hand")
+            c.cookies.update({"and": "by-update"})
+            c.cookies["item"] = "by-item"
             await c.post("https://api.example.com/v1/chat", json={})
             assert not c.cookies
         assert sent == [None, None, None, None]

@@ -154,7 +154,7 @@ async def test_a_periodic_look_takes_no_slot_while_every_slot_is_busy(
     try:
         await asyncio.sleep(0.05)
         assert await d.reserve("p1") is not None
-        await asyncio.sleep(0.3)  # six poll intervals with the only slot busy
+        await asyncio.sleep(0.12)  # two poll intervals with the only slot busy
         looks = len(store.claim_kwargs)
         d.release()
         # The freed slot goes to the next new job, not to a runner that finds nothing.
@@ -169,6 +169,28 @@ async def test_a_periodic_look_takes_no_slot_while_every_slot_is_busy(
                 break
             await asyncio.sleep(0.01)
         assert store.named("finalize")
+    finally:
+        await d.stop()
+
+
+async def test_a_lost_wake_up_is_claimed_even_while_new_jobs_refill_every_slot(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"poll_interval": 0.05, "runners": 1})
+    await d.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert await d.reserve("p1") is not None
+        claim(store)  # queued by another process; its NOTIFY never arrived
+        deadline = time.monotonic() + 2.0
+        while not store.named("finalize") and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            d.release()  # an in-process attempt decides, and a new job takes its slot
+            for _ in range(1000):  # (the runner's claim, if it took the slot, is quick)
+                if await d.reserve("p1") is not None:
+                    break
+        assert store.named("finalize")  # within a few poll intervals, not never
+        d.release()
     finally:
         await d.stop()
 

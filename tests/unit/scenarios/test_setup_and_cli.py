@@ -179,3 +179,37 @@ def test_workers_are_sized_per_database_unless_set(
     assert load_settings(None, env={**env, "ONEJOB_WORKERS": "1"}).workers == 1
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         Settings(database_url=pg, workers=-1)
+
+
+def test_sizing_counts_a_container_cpu_quota_and_caps_at_64(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gateway import settings as settings_module
+    from gateway.settings import usable_cpus
+
+    pg = "postgresql+asyncpg://h/db"
+    cpu_max = tmp_path / "cpu.max"
+    monkeypatch.setattr(settings_module, "CGROUP_CPU_MAX", cpu_max)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    assert usable_cpus() == 8  # no cgroup v2 file: the affinity mask
+    cpu_max.write_text("150000 100000\n")  # docker --cpus 1.5
+    assert usable_cpus() == 2
+    assert Settings(database_url=pg).workers == 2
+    cpu_max.write_text("max 100000\n")
+    assert usable_cpus() == 8
+    cpu_max.write_text("garbage\n")
+    assert usable_cpus() == 8
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(200)))
+    assert Settings(database_url=pg).workers == 64  # a big host still starts
+
+
+def test_workers_share_one_hosts_postgresql_connections() -> None:
+    from gateway.store.engine import pg_pool_share
+
+    assert pg_pool_share(1) == (20, 10)
+    assert pg_pool_share(2) == (10, 5)
+    assert pg_pool_share(4) == (8, 3)
+    assert pg_pool_share(64) == (8, 2)
+    for n in (1, 2, 3, 4):  # the default up to 4 CPUs, with each LISTEN connection
+        size, overflow = pg_pool_share(n)
+        assert n * (size + overflow + 1) <= 100
