@@ -22,8 +22,10 @@ SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for another process'
 #: introspection) per request; py-spy showed asyncpg's connect on the hot path at 10.
 PG_POOL_SIZE = 20
 PG_MAX_OVERFLOW = 10  # extra connections under bursts (max_connections is 100 by default)
-#: The smallest pool of one process when several share the budget above.
-PG_MIN_POOL = 8
+#: What one host's server processes may hold together (PostgreSQL allows 100 by default;
+#: the rest is for the CLI, the reconciler, migrations and psql).
+PG_HOST_CONNECTIONS = 80
+PG_MIN_CONNECTIONS = 10  # one process's pool and overflow together, at least
 IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
 _CHECKED_IN = "onejob_checked_in_at"
 
@@ -34,12 +36,17 @@ log = logging.getLogger(__name__)
 def pg_pool_share(processes: int) -> tuple[int, int]:
     """Return one process's (pool_size, max_overflow) when ``processes`` share a host.
 
-    The host keeps about one process's budget (20 + 10 connections) whatever its worker
-    count, so the default ``--workers`` (one per CPU) stays inside PostgreSQL's default
-    ``max_connections`` of 100 up to 4 CPUs; no process gets fewer than 8 (+2 overflow).
+    Each process keeps the single process's 20 + 10 while the host's workers stay within
+    ``PG_HOST_CONNECTIONS`` together (up to 2 workers); beyond that they split it, a
+    third as overflow, at least ``PG_MIN_CONNECTIONS`` each. So the default ``--workers``
+    (one per CPU) stays inside PostgreSQL's default ``max_connections`` of 100 up to 8
+    CPUs. Two workers keep the whole 20 + 10 each: a worker may be given most of the
+    host's connections at once (docs/decisions.md).
     """
     n = max(1, processes)
-    return max(PG_MIN_POOL, -(-PG_POOL_SIZE // n)), max(2, -(-PG_MAX_OVERFLOW // n))
+    per = min(PG_POOL_SIZE + PG_MAX_OVERFLOW, max(PG_MIN_CONNECTIONS, PG_HOST_CONNECTIONS // n))
+    overflow = per // 3
+    return per - overflow, overflow
 
 
 def is_sqlite(url: str) -> bool:
