@@ -30,6 +30,15 @@ def claim(store: SpyStore, job_id: str = "job_1") -> None:
     store.jobs[job_id] = make_job(job_id, attempts=(attempt,))
 
 
+async def finalized(store: SpyStore, within: float = 1.0) -> bool:
+    """Wait until the dispatcher asked the store for a decision; say whether it did."""
+    for _ in range(int(within / 0.01)):
+        if store.named("finalize"):
+            break
+        await asyncio.sleep(0.01)
+    return bool(store.named("finalize"))
+
+
 def test_effective_fallbacks_are_configured_and_certified_in_route_order(
     make_dispatcher: MakeDispatcher,
 ) -> None:
@@ -62,11 +71,7 @@ async def test_an_idle_runner_wakes_at_once_when_an_attempt_is_published(
         claim(store)
         began = time.monotonic()
         d.hub.publish_attempt()
-        for _ in range(100):
-            if store.named("finalize"):
-                break
-            await asyncio.sleep(0.01)
-        assert store.named("finalize")
+        assert await finalized(store)
         assert time.monotonic() - began < 0.5
     finally:
         await d.stop()
@@ -119,11 +124,7 @@ async def test_runners_poll_when_no_wake_up_arrives(
     try:
         await asyncio.sleep(0.05)
         claim(store)  # no publish: another process made it and NOTIFY got lost
-        for _ in range(100):
-            if store.named("finalize"):
-                break
-            await asyncio.sleep(0.01)
-        assert store.named("finalize")
+        assert await finalized(store)
     finally:
         await d.stop()
 
@@ -164,11 +165,7 @@ async def test_a_periodic_look_takes_no_slot_while_every_slot_is_busy(
         d.release()
         claim(store)
         d.hub.publish_attempt()  # a queued attempt: a runner claims it at once
-        for _ in range(100):
-            if store.named("finalize"):
-                break
-            await asyncio.sleep(0.01)
-        assert store.named("finalize")
+        assert await finalized(store)
     finally:
         await d.stop()
 
@@ -212,11 +209,7 @@ async def test_a_queued_attempt_gets_the_next_slot_before_a_new_job(
         await asyncio.sleep(0.05)
         d.release()
         assert await d.reserve("p1") is None  # the queued attempt runs first (0.2 s)
-        for _ in range(100):
-            if store.named("finalize"):
-                break
-            await asyncio.sleep(0.01)
-        assert store.named("finalize")
+        assert await finalized(store)
     finally:
         await d.stop()
 
