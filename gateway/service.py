@@ -27,6 +27,7 @@ from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
     AttemptRecord,
+    ClaimSpec,
     CreateOutcome,
     CreateResult,
     EventRecord,
@@ -194,35 +195,38 @@ class JobService:
         """
         runner = self._runner
         claim = await runner.reserve(new.provider) if runner is not None else None
+        slot = runner if claim is not None else None  # the runner whose slot is reserved
         try:
             if self._keyed is not None:
                 result = await self._keyed.create_or_get_for_key(secret, new, claim)
             else:
-                owner = (await self.require_key(secret)).owner_id
-                result = await self.store.create_or_get(
-                    dataclasses.replace(new, owner_id=owner), claim
-                )
+                result = await self._create_as_owner(secret, new, claim)
         except BaseException:
-            if runner is not None and claim is not None:
-                runner.release()
+            if slot is not None:
+                slot.release()
             raise
         if result is None:
             # Not told in one statement (an unknown or revoked key, or the key's job not
             # visible yet): give the slot back before the key is read, so a stranger
             # holds none meanwhile; a valid key's job then queues for any runner.
-            if runner is not None and claim is not None:
-                runner.release()
-            principal = await self.require_key(secret)
-            return await self.store.create_or_get(
-                dataclasses.replace(new, owner_id=principal.owner_id)
-            )
-        if runner is None or claim is None:
-            return result
-        if result.claimed is None:
-            runner.release()
-            return result
-        runner.run_claimed(result.claimed)
+            if slot is not None:
+                slot.release()
+            return await self._create_as_owner(secret, new, None)
+        if slot is not None:
+            if result.claimed is None:
+                slot.release()
+            else:
+                slot.run_claimed(result.claimed)
         return result
+
+    async def _create_as_owner(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None
+    ) -> CreateResult:
+        """Read the API key, then create ``new`` as its owner's (``Unauthorized`` if not valid)."""
+        principal = await self.require_key(secret)
+        return await self.store.create_or_get(
+            dataclasses.replace(new, owner_id=principal.owner_id), claim
+        )
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""
