@@ -9,6 +9,7 @@ for the simulator.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ import jsonschema
 import pydantic
 
 from contracts.assertions import Assertion
+from contracts.validation import CompiledSchema
 from providers.base import ProviderRequest
 
 #: Matches the input block ``render`` appends to every user message (anchored at the end).
@@ -130,17 +132,22 @@ class Contract:
         user = self._user_template.render(**input).strip()
         return RenderedPrompt(system=system, user=user + input_block(self.name, input))
 
+    @functools.cached_property
+    def _input_check(self) -> CompiledSchema:
+        return CompiledSchema(self.input_schema)
+
+    @functools.cached_property
+    def _output_check(self) -> CompiledSchema:
+        return CompiledSchema(self.output_schema)
+
     def validate_input(self, input: Any) -> list[str]:
         """Return the input schema errors as readable strings (empty when valid)."""
-        validator = jsonschema.Draft202012Validator(self.input_schema)
-        errors = sorted(validator.iter_errors(input), key=lambda e: list(e.absolute_path))
-        return [_error_text(e) for e in errors]
+        return [_error_text(e) for e in self._input_check.errors(input)]
 
     def schema_errors(self, output: Any) -> list[str]:
         """Return the output JSON Schema errors (``unexpected top-level key 'X'`` for extras)."""
-        validator = jsonschema.Draft202012Validator(self.output_schema)
         messages: list[str] = []
-        for err in sorted(validator.iter_errors(output), key=lambda e: list(e.absolute_path)):
+        for err in self._output_check.errors(output):
             if err.validator == "additionalProperties" and isinstance(err.instance, dict):
                 extras = sorted(k for k in err.instance if k not in _props_of(err.schema))
                 for key in extras:

@@ -216,7 +216,7 @@ class CreationAndReads(StoreBase):
             [kind for _, kind, _, _ in events],
             [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
         )
-        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+        async with pg.checkout(self.engine, sql) as driver:
             records = await driver.fetch(sql, *params)
         if not records:
             return None
@@ -235,7 +235,7 @@ class CreationAndReads(StoreBase):
         """PostgreSQL: the key is taken; read its job and audit the replay or conflict."""
         sql = pg.REPLAY
         params = (new.owner_id, new.idempotency_key, new.fingerprint, now)
-        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+        async with pg.checkout(self.engine, sql) as driver:
             records = await driver.fetch(sql, *params)
         if not records:
             return None

@@ -187,7 +187,7 @@ class Decisions(StoreBase):
             fit(provider_request_id),
             fit(reported_model),
         )
-        async with self._read_once() as conn, pg.raw(conn, sql) as driver:
+        async with pg.checkout(self.engine, sql) as driver:
             records = await driver.fetch(sql, *params)
         if not records:
             return None

@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import QueuePool
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.domain.records import JobRecord
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
@@ -202,13 +204,22 @@ def as_json(value: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def raw(conn: AsyncConnection, sql: str) -> AsyncIterator[Any]:
-    """Yield the asyncpg connection under ``conn``; raise its errors as SQLAlchemy's do.
+async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
+    """Yield a pooled asyncpg connection for one statement outside a transaction; raise
+    its errors as SQLAlchemy's do.
 
-    So a lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
+    The connection comes from the engine's pool (its checkout events, the idle ping
+    included, still run), without an SQLAlchemy ``Connection`` around it: building that,
+    setting AUTOCOMMIT on it and resetting it on return cost more CPU than the statement
+    (~250 µs against ~20 µs here, measured with ``SELECT 1``). Nothing here opens a
+    transaction on the SQLAlchemy adapter, so giving the connection back is a plain
+    return to the pool, with no rollback to await; only when the pool is full (an
+    overflow connection, which the pool closes) does it go through SQLAlchemy's greenlet.
+
+    A lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
     drops it), and every caller above handles one kind of database error.
     """
-    fairy = await conn.get_raw_connection()
+    fairy = await engine.raw_connection()
     driver = fairy.driver_connection
     try:
         yield driver
@@ -226,5 +237,12 @@ async def raw(conn: AsyncConnection, sql: str) -> AsyncIterator[Any]:
         )
         lost = not server_error or (driver is not None and driver.is_closed())
         if lost:
-            await conn.invalidate(exc)
+            # Closing the broken connection awaits the driver: SQLAlchemy's greenlet.
+            await greenlet_spawn(fairy.invalidate, exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
+    finally:
+        pool = engine.pool
+        if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
+            fairy.close()
+        else:  # the pool closes this one: the driver's close is awaited
+            await greenlet_spawn(fairy.close)

@@ -1,0 +1,109 @@
+"""PostgreSQL: the pooled asyncpg connection the one-statement paths run on
+(``pg_round_trips.checkout``), without an SQLAlchemy ``Connection`` around it.
+
+What it must keep from SQLAlchemy's own checkout: a lost connection is dropped from the
+pool and reported as ``connection_invalidated``, a server error leaves the connection in
+the pool, and connections beyond the pool's size are closed, not leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+
+from gateway.store import pg_round_trips as pg
+from gateway.store.engine import make_engine
+
+PID = "SELECT pg_backend_pid() AS pid"
+
+
+@pytest.fixture
+def pg_url(database_url: str) -> str:
+    if database_url.startswith("sqlite"):
+        pytest.skip("asyncpg is PostgreSQL's driver")
+    return database_url
+
+
+async def _pid(engine: sa.ext.asyncio.AsyncEngine) -> int:
+    async with pg.checkout(engine, PID) as driver:
+        return int(await driver.fetchval(PID))
+
+
+async def test_a_server_error_keeps_the_connection(pg_url: str) -> None:
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)
+    try:
+        before = await _pid(engine)
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            async with pg.checkout(engine, "SELECT 1/0") as driver:
+                await driver.fetch("SELECT 1/0")
+        assert isinstance(caught.value.orig, asyncpg.DivisionByZeroError)
+        assert not caught.value.connection_invalidated
+        assert await _pid(engine) == before
+    finally:
+        await engine.dispose()
+
+
+async def test_a_lost_connection_is_dropped_and_the_next_one_is_fresh(pg_url: str) -> None:
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)
+    try:
+        doomed = await _pid(engine)
+        admin = make_engine(pg_url)  # another backend ends this one
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
+        finally:
+            await admin.dispose()
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            async with pg.checkout(engine, PID) as driver:
+                await driver.fetchval(PID)
+        assert caught.value.connection_invalidated
+        assert await _pid(engine) != doomed
+        assert engine.pool.checkedout() == 0
+    finally:
+        await engine.dispose()
+
+
+async def test_connections_beyond_the_pool_size_are_closed(pg_url: str) -> None:
+    """Returned into a full pool, an overflow connection is closed (which awaits the
+    driver): none is left open behind the pool's back."""
+    engine = make_engine(pg_url, pool_size=2, max_overflow=10)
+    release = asyncio.Event()
+    holding = asyncio.Semaphore(0)
+
+    async def hold() -> int:
+        async with pg.checkout(engine, PID) as driver:
+            pid = int(await driver.fetchval(PID))
+            holding.release()
+            await release.wait()
+            return pid
+
+    try:
+        tasks = [asyncio.create_task(hold()) for _ in range(12)]
+        for _ in tasks:
+            await holding.acquire()
+        assert engine.pool.checkedout() == 12
+        release.set()
+        pids = set(await asyncio.gather(*tasks))
+        assert len(pids) == 12
+        assert engine.pool.checkedin() == 2
+        assert engine.pool.checkedout() == 0
+        async with engine.connect() as admin:
+            alive = (
+                await admin.execute(
+                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:p)"),
+                    {"p": sorted(pids)},
+                )
+            ).scalar_one()
+        # The two kept in the pool, plus the admin's own (one of the two, reused).
+        assert alive == 2
+    finally:
+        await engine.dispose()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
