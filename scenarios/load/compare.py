@@ -35,6 +35,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,8 @@ REPLAY_KEYS = 2000
 SOAK_STEP = 30.0  # seconds between RSS samples in the soak
 #: wrk connections of the 2 s warm-up before each gateway's runs (the most any run uses).
 WARM_CONNECTIONS = 16
+#: Alternated rounds of P4 (empty, seeded; then seeded, empty; ...).
+P4_ROUNDS = 3
 WRK_THREADS = 2
 #: Goals of issue 9 (ratios and floors), printed beside the figures.
 GOALS = {
@@ -390,14 +393,9 @@ async def run_database(
             )
             say(f"  {out['replay_16']['rps']} req/s, p50 {out['replay_16']['p50_ms']} ms")
             if args.seed:
-                say(f"[{kind}] seeding {args.seed} settled jobs (P4)")
-                out["seed"] = {"jobs": args.seed, "seconds": seed(url, kind, args.seed)}
-                say(f"  {out['seed']['seconds']} s; creation again, 16 connections")
-                out["creation_16_seeded"] = measure(
-                    base, script, connections=16, duration=seconds, prefix="c16s", pid=pid
+                out.update(
+                    await p4_rounds(kind, args, settings_for, work, (base, script, pid), body)
                 )
-                c = out["creation_16_seeded"]
-                say(f"  {c['rps']} req/s, p99 {c['p99_ms']} ms")
 
     # The sync runs get a database of their own: the jobs queued above (no dispatcher)
     # would otherwise be run first.
@@ -424,6 +422,65 @@ async def run_database(
             out["gateway_rss_kib"] = {"after_warmup": rss_before, "after_runs": tree_rss_kib(pid)}
             if args.soak:
                 out["soak"] = await soak(base, script, pid, args.soak)
+    return out
+
+
+async def p4_rounds(
+    kind: str,
+    args: argparse.Namespace,
+    settings_for: Any,
+    work: Path,
+    empty: tuple[str, Path, int],
+    body: str,
+) -> dict[str, Any]:
+    """P4: creation on a database seeded with ``args.seed`` settled jobs against the
+    nearly empty one the creation run used, in ``P4_ROUNDS`` alternated rounds.
+
+    Measured one after the other, the two p99s were minutes apart, and this shared host's
+    drift between them was larger than the 10 % the goal allows (the empty table's p99
+    was often the higher one). Both gateways stay up and the rounds alternate (E S, S E,
+    E S), so drift falls on both sides; P4 is the median seeded p99 over the median
+    empty one.
+    """
+    out: dict[str, Any] = {}
+    with database(kind, work) as url:
+        key = await prepare(url)
+        say(f"[{kind}] P4: seeding {args.seed} settled jobs into a second database")
+        out["seed"] = {"jobs": args.seed, "seconds": seed(url, kind, args.seed)}
+        say(f"  {out['seed']['seconds']} s")
+        port = free_port()
+        async with gateway(settings_for(url, port, dispatcher=False), port, work) as pid:
+            base = f"http://127.0.0.1:{port}"
+            create = wrk_scripts.create_jobs(key, body, wait=None)
+            seeded = (base, wrk_scripts.write(work / "create-seeded.lua", create), pid)
+            run_wrk(base, seeded[1], connections=WARM_CONNECTIONS, duration=2, prefix="warm")
+            runs: dict[str, list[dict[str, Any]]] = {"empty": [], "seeded": []}
+            for n in range(P4_ROUNDS):
+                order = ("empty", "seeded") if n % 2 == 0 else ("seeded", "empty")
+                for side in order:
+                    where, script, gw = empty if side == "empty" else seeded
+                    run = measure(
+                        where,
+                        script,
+                        connections=16,
+                        duration=args.duration,
+                        prefix=f"p4{side[0]}{n}",
+                        pid=gw,
+                    )
+                    runs[side].append(run)
+                    say(
+                        f"[{kind}] P4 round {n + 1}/{P4_ROUNDS}, {side}: {run['rps']} req/s,"
+                        f" p99 {run['p99_ms']} ms"
+                    )
+    out["p4"] = {
+        side: {
+            "p99_ms": [r["p99_ms"] for r in rs],
+            "rps": [r["rps"] for r in rs],
+            "median_p99_ms": statistics.median(r["p99_ms"] for r in rs),
+            "bad": sum(r["bad"] + r["socket_errors"] for r in rs),
+        }
+        for side, rs in runs.items()
+    }
     return out
 
 
@@ -589,9 +646,9 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         r["P2_sync_jobs_per_s_16"] = db["sync_16"]["rps"]
         r["P3_overhead_p50_ms"] = round(db["sync_1"]["p50_ms"] - upstream_p50, 3)
         r["P3_sync_p99_ms"] = db["sync_1"]["p99_ms"]
-        if "creation_16_seeded" in db:
-            seeded = db["creation_16_seeded"]["p99_ms"]
-            r["P4_creation_p99_seeded_vs_empty"] = round(seeded / max(creation["p99_ms"], 0.001), 3)
+        if "p4" in db:
+            seeded, empty = db["p4"]["seeded"]["median_p99_ms"], db["p4"]["empty"]["median_p99_ms"]
+            r["P4_creation_p99_seeded_vs_empty"] = round(seeded / max(empty, 0.001), 3)
         for name, peer in report.get("peers", {}).items():
             if "load_16" in peer:
                 ratio = db["sync_16"]["rps"] / max(peer["load_16"]["rps"], 0.1)
@@ -643,9 +700,12 @@ def summary(report: dict[str, Any]) -> str:
             f" (goal <= {goal3}){floor}; p99 {r['P3_sync_p99_ms']} ms"
         )
         if "P4_creation_p99_seeded_vs_empty" in r:
+            p4 = db["p4"]
             lines.append(
                 f"[{kind}] P4 creation p99 with {db['seed']['jobs']} jobs seeded ="
-                f" {r['P4_creation_p99_seeded_vs_empty']}x the empty table's (goal <= 1.1x)"
+                f" {r['P4_creation_p99_seeded_vs_empty']}x the nearly empty table's"
+                f" (goal <= 1.1x), medians of {P4_ROUNDS} alternated rounds:"
+                f" {p4['seeded']['p99_ms']} against {p4['empty']['p99_ms']} ms"
             )
         lines.append(f"[{kind}] gateway CPU per request (ms): {cpu}")
         rss = db["gateway_rss_kib"]
