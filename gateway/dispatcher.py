@@ -49,8 +49,11 @@ log = logging.getLogger(__name__)
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
-#: How long a new job waits for a runner slot before it is queued instead (seconds).
-RESERVE_WAIT = 0.005
+#: How long a new job waits for a runner slot before it is queued instead (seconds). A
+#: queued job costs a claim transaction, and its runner takes the next freed slot ahead
+#: of the next new job, which may then be queued too: 5 ms let that cycle run on a slow
+#: host (docs/dispatcher.md).
+RESERVE_WAIT = 0.1
 #: Polls in a row that may pass while every slot is busy before one waits for a slot.
 MAX_SKIPPED_LOOKS = 3
 
