@@ -39,13 +39,13 @@ from gateway.store.rows import (
     job_record,
     naive_utc,
 )
+from gateway.store.sqlite_round_trips import Codec
 from gateway.store.statements import (
     ATTEMPT_ROW,
     ATTEMPT_ROWS,
     INSERT_EVENTS,
     derived_status,
     insert_events_statement,
-    insert_job_statement,
 )
 from gateway.store.tables import attempts, jobs
 
@@ -71,7 +71,8 @@ class StoreBase:
         self._write_lock: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if self._sqlite else contextlib.nullcontext()
         )
-        self._insert_job = insert_job_statement(engine.dialect.name)
+        #: SQLite: SQLAlchemy's own column processors, for the statements sent bare.
+        self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
 

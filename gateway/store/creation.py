@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import types
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.domain.jsontext import scrub
 from gateway.domain.records import (
@@ -24,7 +24,8 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.store import pg_round_trips as pg
-from gateway.store.base import StoreBase, WriteTx
+from gateway.store import sqlite_round_trips as sq
+from gateway.store.base import StoreBase
 from gateway.store.rows import (
     MAX_LIST_LIMIT,
     A,
@@ -34,9 +35,6 @@ from gateway.store.rows import (
     encode_cursor,
     hash_key,
     job_record,
-)
-from gateway.store.statements import (
-    INSERT_ATTEMPT,
 )
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -56,46 +54,18 @@ class CreationAndReads(StoreBase):
         """
         now = self._now()
         job_id = self.ids.new("job")
-        if not self._sqlite:
-            created = await self._create_in_one_statement(new, job_id, now, claim)
-            if created is not None:
-                return created
-            replayed = await self._replay_in_one_statement(new, now)
-            if replayed is not None:
-                return replayed
-            # Not visible yet (a concurrent first click still committing): the general
-            # path below reads it in a transaction of its own.
+        if self._sqlite:
+            return await self._create_on_sqlite(new, job_id, now, claim)
+        created = await self._create_in_one_statement(new, job_id, now, claim)
+        if created is not None:
+            return created
+        replayed = await self._replay_in_one_statement(new, now)
+        if replayed is not None:
+            return replayed
+        # Not visible yet (a concurrent first click still committing): a transaction of
+        # its own reads it.
         async with self._tx() as tx:
             conn = tx.conn
-            inserted = (
-                None
-                if not self._sqlite
-                else (
-                    await conn.execute(
-                        self._insert_job,
-                        {
-                            "id": job_id,
-                            "owner_id": new.owner_id,
-                            "idempotency_key": new.idempotency_key,
-                            "fingerprint": new.fingerprint,
-                            "contract": new.contract,
-                            "provider": new.provider,
-                            "requested_provider": new.requested_provider,
-                            "input": new.input,
-                            "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
-                            "version": 1,
-                            "created_at": now,
-                            "updated_at": now,
-                        },
-                    )
-                ).one_or_none()
-            )
-            if inserted is not None:  # SQLite
-                first = await self._insert_first_attempt(conn, tx, new, job_id, now, claim)
-                job = dataclasses.replace(job_record(inserted), attempts=(first,))
-                claimed = ClaimedAttempt(first, job_record(inserted)) if claim is not None else None
-                return CreateResult(CreateOutcome.CREATED, job, claimed)
-
             row = (
                 await conn.execute(
                     sa.select(jobs).where(
@@ -110,6 +80,71 @@ class CreationAndReads(StoreBase):
                 return CreateResult(CreateOutcome.REPLAYED, existing)
             await self._event(conn, existing.id, "conflict", {"fingerprint": new.fingerprint})
             return CreateResult(CreateOutcome.CONFLICT, existing)
+
+    async def _create_on_sqlite(
+        self, new: NewJob, job_id: str, now: dt.datetime, claim: ClaimSpec | None
+    ) -> CreateResult:
+        """SQLite: the creating transaction's statements sent on the pooled connection
+        (``sqlite_round_trips``): the job, and when the key was free its first attempt and
+        events; when it was taken, the job it made and the ``replayed`` or ``conflict``
+        event."""
+        codec = self._sqlite_codec
+        assert codec is not None
+        job = {
+            "id": job_id,
+            "owner_id": new.owner_id,
+            "idempotency_key": new.idempotency_key,
+            "fingerprint": new.fingerprint,
+            "contract": new.contract,
+            "provider": new.provider,
+            "requested_provider": new.requested_provider,
+            "input": new.input,
+            "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with self._write_lock, sq.write_transaction(self.engine) as driver:
+            cursor = await driver.execute(sq.INSERT_JOB, codec.params("jobs", job, sq.JOB_COLUMNS))
+            if cursor.rowcount == 1:
+                values, events = self._first_attempt(new, job_id, now, claim)
+                await driver.execute(
+                    sq.INSERT_ATTEMPT, codec.params("attempts", values, sq.ATTEMPT_COLUMNS)
+                )
+                rows = [(j, a, kind, scrub(detail), now) for j, kind, detail, a in events]
+                await driver.execute(sq.insert_events_sql(len(rows)), codec.event_params(rows))
+                created = job_record(
+                    types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}),
+                )
+                first = attempt_record(
+                    types.SimpleNamespace(**{c: values.get(c) for c in sq.ATTEMPT_COLUMNS})
+                )
+                outcome = CreateResult(
+                    CreateOutcome.CREATED,
+                    dataclasses.replace(created, attempts=(first,)),
+                    ClaimedAttempt(first, created) if claim is not None else None,
+                )
+            else:
+                cursor = await driver.execute(
+                    sq.SELECT_JOB_BY_KEY, (new.owner_id, new.idempotency_key)
+                )
+                row = codec.job_row(await cursor.fetchone())
+                cursor = await driver.execute(sq.SELECT_ATTEMPTS, (row.id,))
+                tried = [codec.attempt_row(a) for a in await cursor.fetchall()]
+                existing = job_record(row, tried)
+                same = existing.fingerprint == new.fingerprint
+                kind, detail = (
+                    ("replayed", {}) if same else ("conflict", {"fingerprint": new.fingerprint})
+                )
+                await driver.execute(
+                    sq.insert_events_sql(1), codec.event_params([(row.id, None, kind, detail, now)])
+                )
+                outcome = CreateResult(
+                    CreateOutcome.REPLAYED if same else CreateOutcome.CONFLICT, existing
+                )
+        if claim is None and outcome.outcome is CreateOutcome.CREATED:
+            self.hub.publish_attempt()  # an unclaimed attempt needs a runner woken
+        return outcome
 
     async def _create_for_key(
         self, secret: str, new: NewJob, claim: ClaimSpec | None
@@ -162,23 +197,6 @@ class CreationAndReads(StoreBase):
             running = {"worker": claim.worker_id, "read_version": 1, "in_process": True}
             events.append((job_id, "attempt_running", running, attempt_id))
         return values, events
-
-    async def _insert_first_attempt(
-        self,
-        conn: AsyncConnection,
-        tx: WriteTx,
-        new: NewJob,
-        job_id: str,
-        now: dt.datetime,
-        claim: ClaimSpec | None,
-    ) -> AttemptRecord:
-        """Insert attempt 1 and the creation events, a statement each (SQLite)."""
-        values, events = self._first_attempt(new, job_id, now, claim)
-        # Only an unclaimed attempt needs a runner woken, here or in another process.
-        tx.attempt_created = claim is None
-        row = (await conn.execute(INSERT_ATTEMPT, values)).one()
-        await self._events(conn, events)
-        return attempt_record(row)
 
     async def _create_in_one_statement(
         self,

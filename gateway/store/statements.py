@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.store.rows import A
@@ -43,7 +42,6 @@ ATTEMPT_ROWS = (
     .order_by(attempts.c.number)
 )
 ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
-INSERT_ATTEMPT = attempts.insert().returning(*attempts.c)
 INSERT_EVENTS = job_events.insert()
 RUNNING_ATTEMPT = sa.select(attempts.c.job_id, attempts.c.read_version).where(
     attempts.c.id == sa.bindparam("attempt_id"), attempts.c.state == AttemptState.RUNNING.value
@@ -62,16 +60,6 @@ FINISH_RUNNING = (
     )
     .returning(*attempts.c)
 )
-
-
-def insert_job_statement(dialect: str) -> Any:
-    """Return R2's insert: the UNIQUE (owner_id, idempotency_key) constraint decides."""
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    return (
-        insert(jobs)
-        .on_conflict_do_nothing(index_elements=["owner_id", "idempotency_key"])
-        .returning(*jobs.c)
-    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,0 +1,96 @@
+"""What creation returns is what a later read finds, on both databases.
+
+Creation skips SQLAlchemy Core: on PostgreSQL one statement through asyncpg, on SQLite
+the transaction's statements on the pooled connection with SQLAlchemy's own column
+processors (``sqlite_round_trips``). Every other path (reads, the reconciler, the
+console) reads the rows through Core, so the two must agree on every column: timestamps
+(microseconds zero or not), JSON with non-ASCII text and nesting, NULLs, the claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from gateway.domain.clock import Clock
+from gateway.domain.records import ClaimSpec, CreateOutcome
+from gateway.store import SqlJobStore, open_store
+from gateway.store.tables import job_events
+
+INPUT = {"text": "imprimante en feu 🔥 — «urgent»", "nested": {"n": [1, 2.5, None, True]}}
+
+
+class FixedClock(Clock):
+    def __init__(self, at: dt.datetime) -> None:
+        self.at = at
+
+    def now(self) -> dt.datetime:
+        return self.at
+
+
+async def _events(store: SqlJobStore, job_id: str) -> list[tuple[str, str | None, Any]]:
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.select(job_events.c.kind, job_events.c.attempt_id, job_events.c.detail)
+            .where(job_events.c.job_id == job_id)
+            .order_by(job_events.c.id)
+        )
+        return [tuple(r) for r in rows]
+
+
+async def test_a_claimed_creation_reads_back_column_for_column(
+    database_url: str, make_job: Any
+) -> None:
+    for at in (
+        dt.datetime(2026, 12, 1, 20, 0, 0, tzinfo=dt.UTC),  # no microseconds
+        dt.datetime(2026, 12, 1, 20, 0, 0, 123456, tzinfo=dt.UTC),
+    ):
+        store = await open_store(database_url, clock=FixedClock(at))
+        try:
+            claim = ClaimSpec(worker_id="w-1", lease_ttl=30.0, deadline_s=12.5)
+            made = await store.create_or_get(
+                make_job(key=f"k-{at.microsecond}", input=INPUT), claim
+            )
+            assert made.outcome is CreateOutcome.CREATED and made.claimed is not None
+            read = await store.get_job(made.job.id)
+            assert read == made.job
+            assert made.claimed.job == dataclasses.replace(read, attempts=())
+            [attempt] = read.attempts
+            assert attempt.created_at == at and attempt.started_at == at
+            assert attempt.lease_expires_at == at + dt.timedelta(seconds=30)
+            assert attempt.deadline_at == at + dt.timedelta(seconds=12.5)
+            assert read.input == INPUT and read.created_at == at
+            assert await _events(store, read.id) == [
+                ("job_created", None, {"contract": "ticket-triage@1", "provider": "sim-openai"}),
+                (
+                    "attempt_created",
+                    attempt.id,
+                    {"number": 1, "provider": "sim-openai", "reason": "initial"},
+                ),
+                (
+                    "attempt_running",
+                    attempt.id,
+                    {"worker": "w-1", "read_version": 1, "in_process": True},
+                ),
+            ]
+        finally:
+            await store.close()
+
+
+async def test_a_replay_and_a_conflict_return_the_job_as_read(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    made = await store.create_or_get(make_job(input=INPUT))
+    again = await store.create_or_get(make_job(input=INPUT))
+    clash = await store.create_or_get(make_job(input={"text": "other"}))
+    read = await store.get_job(made.job.id)
+    assert again.outcome is CreateOutcome.REPLAYED and again.job == read == made.job
+    assert clash.outcome is CreateOutcome.CONFLICT and clash.job == read
+    kinds = [(k, a, d) for k, a, d in await _events(store, read.id)][-2:]
+    assert kinds == [
+        ("replayed", None, {}),
+        ("conflict", None, {"fingerprint": make_job(input={"text": "other"}).fingerprint}),
+    ]
