@@ -19,6 +19,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.store import pg_round_trips as pg
+from gateway.store import sqlite_round_trips as sq
 from gateway.store.base import Stale, StoreBase, WriteTx
 from gateway.store.rows import (
     DECIDED,
@@ -40,6 +41,10 @@ PROVIDER_TEXT_LIMIT = 200  # characters: the width of the provider's ids and mod
 def fit(value: str | None) -> str | None:
     """Make a provider-supplied name storable: scrubbed, and cut to its column's width."""
     return None if value is None else scrub(value)[:PROVIDER_TEXT_LIMIT]
+
+
+class _NotHere(Exception):
+    """The bare SQLite decision rolls back: the general transaction decides instead."""
 
 
 class Decisions(StoreBase):
@@ -138,6 +143,14 @@ class Decisions(StoreBase):
             # Lost, stale, or the job changed while the statement waited for its lock:
             # the transaction below decides with fresh statements (its CAS cannot win a
             # race the statement lost: versions only grow, decisions are final).
+        else:
+            won = await self._finalize_on_sqlite(
+                attempt_id, result, provider_request_id, reported_model
+            )
+            if won is not None:
+                return won
+            # Not won, or unsent siblings to cancel: nothing was written; the transaction
+            # below decides (and cancels) with SQLAlchemy's statements.
         async with self._tx() as tx:
             conn = tx.conn
             now = self._now()
@@ -167,6 +180,56 @@ class Decisions(StoreBase):
             decided = job_record(job_row, siblings)
             tx.decided(decided)
             return _won(attempt_id, decided)
+
+    async def _finalize_on_sqlite(
+        self,
+        attempt_id: str,
+        result: Any,
+        provider_request_id: str | None,
+        reported_model: str | None,
+    ) -> FinalizeResult | None:
+        """SQLite: the winning decision's statements on the pooled connection
+        (``sqlite_round_trips``), in the transaction ``_tx`` would open.
+
+        None, with nothing written: the CAS did not win, or the job has unsent attempts
+        to cancel; the caller's transaction decides.
+        """
+        codec = self._sqlite_codec
+        assert codec is not None
+        now = self._now()
+        try:
+            async with self._write_lock, sq.write_transaction(self.engine) as driver:
+                cas = (
+                    codec.bind("jobs", "result", result),
+                    attempt_id,
+                    codec.bind("jobs", "updated_at", now),
+                    attempt_id,
+                    attempt_id,
+                )
+                cursor = await driver.execute(sq.CAS_RUNNING, cas)
+                raw = await cursor.fetchone()
+                if raw is None:
+                    raise _NotHere
+                job_row = codec.job_row(raw)
+                at = codec.bind("attempts", "finished_at", now)
+                finish = (at, fit(provider_request_id), fit(reported_model), attempt_id)
+                cursor = await driver.execute(sq.FINISH_RUNNING, finish)
+                moved = await cursor.fetchone()
+                if moved is None:
+                    # Reaped to `unknown` between the CAS's read and its lock: undo it all.
+                    raise Stale
+                detail = {"version": job_row.version, "provider": moved[0]}
+                event = (job_row.id, attempt_id, "attempt_succeeded", scrub(detail), now)
+                await driver.execute(sq.insert_events_sql(1), codec.event_params([event]))
+                cursor = await driver.execute(sq.SELECT_ATTEMPTS, (job_row.id,))
+                siblings = [codec.attempt_row(a) for a in await cursor.fetchall()]
+                if any(a.state == A.STARTING.value for a in siblings):
+                    raise _NotHere
+        except _NotHere:
+            return None
+        decided = job_record(job_row, siblings)
+        self.hub.publish_job(decided.id, decided)  # as ``_tx`` does after its commit
+        return _won(attempt_id, decided)
 
     async def _finalize_in_one_statement(
         self,

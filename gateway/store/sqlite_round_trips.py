@@ -60,6 +60,22 @@ SELECT_ATTEMPTS = (
 )
 
 
+#: R5 for a running attempt: the compare-and-swap, as ``statements.CAS_RUNNING`` says it.
+CAS_RUNNING = (
+    "UPDATE jobs SET status = 'succeeded', result = ?, error = NULL, completed_by = ?,"
+    " version = version + 1, updated_at = ?"
+    " WHERE id = (SELECT job_id FROM attempts WHERE id = ? AND state = 'running')"
+    " AND version = (SELECT read_version FROM attempts WHERE id = ? AND state = 'running')"
+    " AND completed_by IS NULL"
+    f" RETURNING {', '.join(JOB_COLUMNS)}"
+)
+#: The winner's move to ``succeeded``, as ``statements.FINISH_RUNNING``.
+FINISH_RUNNING = (
+    "UPDATE attempts SET state = 'succeeded', finished_at = ?, provider_request_id = ?,"
+    " reported_model = ? WHERE id = ? AND state = 'running' RETURNING provider"
+)
+
+
 def insert_events_sql(rows: int) -> str:
     """One multi-row INSERT of ``rows`` audit events."""
     one = f"({_placeholders(len(_EVENT_COLUMNS))})"
@@ -82,6 +98,11 @@ class Codec:
         self._bind = {"jobs": binds(jobs), "attempts": binds(attempts), "events": binds(job_events)}
         self._job_results = results(jobs)
         self._attempt_results = results(attempts)
+
+    def bind(self, table: str, column: str, value: Any) -> Any:
+        """One value as SQLAlchemy would send it for ``table.column``."""
+        proc = self._bind[table][column]
+        return value if proc is None or value is None else proc(value)
 
     def params(self, table: str, values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
         """The positional parameters of ``columns`` from ``values`` (absent: NULL)."""

@@ -1,4 +1,4 @@
-"""What creation returns is what a later read finds, on both databases.
+"""What creation and a decision return is what a later read finds, on both databases.
 
 Creation skips SQLAlchemy Core: on PostgreSQL one statement through asyncpg, on SQLite
 the transaction's statements on the pooled connection with SQLAlchemy's own column
@@ -16,7 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.domain.clock import Clock
-from gateway.domain.records import ClaimSpec, CreateOutcome
+from gateway.domain.records import AddAttemptOutcome, ClaimSpec, CreateOutcome, FinalizeOutcome
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import job_events
 
@@ -94,3 +95,47 @@ async def test_a_replay_and_a_conflict_return_the_job_as_read(
         ("replayed", None, {}),
         ("conflict", None, {"fingerprint": make_job(input={"text": "other"}).fingerprint}),
     ]
+
+
+async def test_a_decision_returns_the_job_as_read_and_its_events(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    """The winning CAS (SQLite: its statements sent bare) hands back the decided job a
+    read finds, and writes the one ``attempt_succeeded`` event."""
+    claim = ClaimSpec(worker_id="w-1", lease_ttl=30.0, deadline_s=10.0)
+    made = await store.create_or_get(make_job(input=INPUT), claim)
+    assert made.claimed is not None
+    result = {"answer": "naïve ✓", "n": [1, {"x": None}]}
+    won = await store.finalize(
+        made.claimed.attempt.id, result, provider_request_id="req-1", reported_model="m-1"
+    )
+    assert won.outcome is FinalizeOutcome.WON
+    read = await store.get_job(made.job.id)
+    assert won.job == read
+    assert read.status is JobStatus.SUCCEEDED and read.result == result and read.version == 2
+    [attempt] = read.attempts
+    assert attempt.state is AttemptState.SUCCEEDED
+    assert (attempt.provider_request_id, attempt.reported_model) == ("req-1", "m-1")
+    assert (await _events(store, read.id))[-1] == (
+        "attempt_succeeded",
+        attempt.id,
+        {"version": 2, "provider": "sim-openai"},
+    )
+    again = await store.finalize(made.claimed.attempt.id, {"answer": "twice"})
+    assert again.outcome is not FinalizeOutcome.WON
+    assert (await store.get_job(read.id)) == read  # nothing moved
+
+
+async def test_a_decision_with_an_unsent_hedge_cancels_it(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    claim = ClaimSpec(worker_id="w-1", lease_ttl=30.0, deadline_s=10.0)
+    made = await store.create_or_get(make_job(), claim)
+    assert made.claimed is not None
+    hedge = await store.add_attempt(made.job.id, "b", AttemptReason.HEDGE, allow_running=True)
+    assert hedge.outcome is AddAttemptOutcome.ADDED
+    won = await store.finalize(made.claimed.attempt.id, {"answer": 1})
+    assert won.outcome is FinalizeOutcome.WON
+    read = await store.get_job(made.job.id)
+    assert won.job == read
+    assert [a.state for a in read.attempts] == [AttemptState.SUCCEEDED, AttemptState.CANCELLED]
