@@ -11,24 +11,34 @@ decides and writes the messages. So the fast path can only change an answer wher
 jsonschema-rs accepts a value python-jsonschema refuses. The known cases are kept off it:
 
 - ``multipleOf`` with a fraction: python-jsonschema divides floats (0.07 is not a multiple
-  of 0.01 to it); jsonschema-rs does not. A schema using ``multipleOf`` anywhere is
-  checked by python-jsonschema alone.
+  of 0.01 to it); jsonschema-rs does not.
+- a regular expression's negated or boundary classes: jsonschema-rs follows ECMA-262 as
+  the JSON Schema spec says, where ``\\d``, ``\\w`` and ``\\s`` are narrower than
+  Python's, so ``\\D``, ``\\W``, ``\\S``, a negated set holding a class
+  (``[^\\d]``), ``\\b`` and ``\\B`` are wider (``\\S`` takes U+001F there, not in
+  Python); ``\\p`` and ``\\P`` differ by engine.
 
-The other differences go the safe way: jsonschema-rs follows ECMA-262 for ``pattern`` as
-the JSON Schema spec says (``\\d`` and ``\\w`` are ASCII, ``$`` does not match before a
-final newline), refuses NaN and infinities, and cannot read lone surrogates; each of those
-falls back to python-jsonschema's answer. Formats are annotations in draft 2020-12 and
-neither validator asserts them. ``tests/unit/contracts/test_validation.py`` checks the
+A schema with either anywhere (a ``pattern``, or a ``patternProperties`` key) is checked
+by python-jsonschema alone, and so is one jsonschema-rs cannot compile (it is built
+offline: no remote ``$ref`` is fetched). The other differences go the safe way: the
+plain classes are narrower, ``$`` does not match before a final newline, NaN, the
+infinities and lone surrogates are refused or unreadable; each of those falls back to
+python-jsonschema's answer. Formats are annotations in draft 2020-12 and neither
+validator asserts them. ``tests/unit/contracts/test_contract_validation.py`` checks the
 agreement on every catalog contract.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jsonschema
 import jsonschema_rs
+
+#: Regex pieces whose ECMA-262 meaning is wider than Python's (or engine-specific).
+_WIDER_IN_ECMA = re.compile(r"\\[DWSbBpP]|\[\^[^\]]*\\[dws]")
 
 
 def _uses(schema: Any, keyword: str) -> bool:
@@ -40,6 +50,27 @@ def _uses(schema: Any, keyword: str) -> bool:
     return False
 
 
+def _patterns(schema: Any) -> Iterator[str]:
+    """Every regular expression in ``schema``: ``pattern`` values, ``patternProperties`` keys."""
+    if isinstance(schema, Mapping):
+        if isinstance(schema.get("pattern"), str):
+            yield schema["pattern"]
+        if isinstance(schema.get("patternProperties"), Mapping):
+            yield from (k for k in schema["patternProperties"] if isinstance(k, str))
+        for value in schema.values():
+            yield from _patterns(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _patterns(value)
+
+
+def _fast_path_safe(schema: Any) -> bool:
+    """Say whether jsonschema-rs may answer "valid" for ``schema`` (module docstring)."""
+    if _uses(schema, "multipleOf"):
+        return False
+    return not any(_WIDER_IN_ECMA.search(p) for p in _patterns(schema))
+
+
 class CompiledSchema:
     """One draft 2020-12 schema, compiled for both validators."""
 
@@ -49,8 +80,13 @@ class CompiledSchema:
         #: python-jsonschema's validator: decides every value the fast path does not accept.
         self.judge = jsonschema.Draft202012Validator(schema)
         self._fast: Any = None
-        if not _uses(schema, "multipleOf"):
-            self._fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=False)
+        if _fast_path_safe(schema):
+            try:
+                self._fast = jsonschema_rs.Draft202012Validator(
+                    schema, validate_formats=False, offline=True
+                )
+            except (ValueError, jsonschema_rs.ValidationError):
+                self._fast = None  # python-jsonschema alone, as before
 
     def accepts_fast(self, value: Any) -> bool:
         """True when jsonschema-rs finds ``value`` valid (False: ask the judge)."""

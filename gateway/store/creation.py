@@ -137,7 +137,8 @@ class CreationAndReads(StoreBase):
                     ("replayed", {}) if same else ("conflict", {"fingerprint": new.fingerprint})
                 )
                 await driver.execute(
-                    sq.insert_events_sql(1), codec.event_params([(row.id, None, kind, detail, now)])
+                    sq.insert_events_sql(1),
+                    codec.event_params([(row.id, None, kind, scrub(detail), now)]),
                 )
                 outcome = CreateResult(
                     CreateOutcome.REPLAYED if same else CreateOutcome.CONFLICT, existing

@@ -196,9 +196,9 @@ class Decisions(StoreBase):
         """
         codec = self._sqlite_codec
         assert codec is not None
-        now = self._now()
         try:
             async with self._write_lock, sq.write_transaction(self.engine) as driver:
+                now = self._now()
                 cas = (
                     codec.bind("jobs", "result", result),
                     attempt_id,

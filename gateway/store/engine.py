@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolProxiedConnection
 
 from gateway.store.sqlite_inline import inline_creator
 
@@ -126,6 +129,27 @@ def make_engine(url: str, *, processes: int = 1, **kwargs: Any) -> AsyncEngine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+async def pooled_connection(engine: AsyncEngine) -> PoolProxiedConnection:
+    """Check out a pooled connection bare, as ``engine.connect()`` would, errors included.
+
+    ``engine.connect()`` wraps a driver error met while opening a connection (PostgreSQL
+    starting up, too many clients; a SQLite file that cannot be opened) in SQLAlchemy's
+    ``DBAPIError``, which ``failures.database_unavailable`` reads as 503; the pool itself
+    raises the driver's error bare, so this wraps it the same way.
+    """
+    try:
+        return await engine.raw_connection()
+    except Exception as exc:
+        dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        if isinstance(exc, sqlite3.Error):
+            dbapi_error = sqlite3.Error
+        elif not isinstance(exc, dbapi_error):
+            raise  # an OSError of the network, say: failures.py reads those as they are
+        raise sa.exc.DBAPIError.instance(
+            None, None, exc, dbapi_error, dialect=engine.dialect
+        ) from exc
 
 
 _BACKEND_PID = "onejob_backend_pid"

@@ -27,6 +27,7 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.domain.records import JobRecord
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
+from gateway.store.engine import pooled_connection
 from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
 
@@ -219,7 +220,7 @@ async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
     A lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
     drops it), and every caller above handles one kind of database error.
     """
-    fairy = await engine.raw_connection()
+    fairy = await pooled_connection(engine)
     driver = fairy.driver_connection
     try:
         yield driver

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util.concurrency import greenlet_spawn
 
+from gateway.store.engine import pooled_connection
 from gateway.store.tables import attempts, job_events, jobs
 
 JOB_COLUMNS = [c.name for c in jobs.c]
@@ -100,18 +101,23 @@ class Codec:
         self._attempt_results = results(attempts)
 
     def bind(self, table: str, column: str, value: Any) -> Any:
-        """One value as SQLAlchemy would send it for ``table.column``."""
+        """One value as SQLAlchemy would send it for ``table.column`` (``None`` too: a
+        JSON column stores it as JSON ``null``, as Core does)."""
         proc = self._bind[table][column]
-        return value if proc is None or value is None else proc(value)
+        return value if proc is None else proc(value)
 
     def params(self, table: str, values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
-        """The positional parameters of ``columns`` from ``values`` (absent: NULL)."""
+        """The positional parameters of ``columns`` from ``values``: an absent column is
+        SQL NULL (Core leaves it out of the INSERT), a present one goes through its
+        processor, ``None`` included."""
         procs = self._bind[table]
-        out = []
+        out: list[Any] = []
         for name in columns:
-            value = values.get(name)
+            if name not in values:
+                out.append(None)
+                continue
             proc = procs[name]
-            out.append(value if proc is None or value is None else proc(value))
+            out.append(values[name] if proc is None else proc(values[name]))
         return out
 
     def event_params(self, rows: Sequence[tuple[str, str | None, str, Any, Any]]) -> list[Any]:
@@ -151,7 +157,7 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[Any]:
     lock waited out, say), as every caller above expects; a connection SQLAlchemy's
     dialect calls lost is dropped from the pool.
     """
-    fairy = await engine.raw_connection()
+    fairy = await pooled_connection(engine)
     driver: Any = fairy.driver_connection
     statement = "BEGIN IMMEDIATE"
     try:
@@ -172,6 +178,9 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[Any]:
         raise sa.exc.DBAPIError.instance(
             statement, None, exc, sqlite3.Error, connection_invalidated=lost
         ) from exc
+    except ValueError as exc:  # aiosqlite's "Connection closed": not usable again
+        await greenlet_spawn(fairy.invalidate, exc)
+        raise sa.exc.DBAPIError(statement, None, exc, connection_invalidated=True) from exc
     finally:
         # The return's reset (a rollback, a no-op here) goes through the adapter, which
         # awaits: SQLAlchemy's greenlet.

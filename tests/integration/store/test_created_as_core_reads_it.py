@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from gateway.domain.clock import Clock
@@ -139,3 +140,17 @@ async def test_a_decision_with_an_unsent_hedge_cancels_it(
     read = await store.get_job(made.job.id)
     assert won.job == read
     assert [a.state for a in read.attempts] == [AttemptState.SUCCEEDED, AttemptState.CANCELLED]
+
+
+async def test_sqlite_that_cannot_be_opened_is_unavailable(tmp_path: Any, make_job: Any) -> None:
+    """A file that cannot be opened fails the bare checkout with SQLAlchemy's error, which
+    the HTTP layer answers 503 (``failures.database_unavailable``), as through Core."""
+    from gateway.store.failures import database_unavailable
+
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/missing/dir/onejob.db")
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            await store.create_or_get(make_job())
+        assert database_unavailable(caught.value)
+    finally:
+        await store.close()

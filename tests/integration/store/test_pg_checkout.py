@@ -107,3 +107,17 @@ async def test_connections_beyond_the_pool_size_are_closed(pg_url: str) -> None:
         warnings.simplefilter("always")
         gc.collect()
     assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
+
+
+async def test_a_connection_that_cannot_be_opened_is_sqlalchemys_error(pg_url: str) -> None:
+    """The pool raises the driver's error bare; ``engine.connect()`` wrapped it, and
+    ``failures.database_unavailable`` reads SQLAlchemy's (a server refusing at connect,
+    e.g. 57P03 "starting up", is a 503)."""
+    engine = make_engine(pg_url.rsplit("/", 1)[0] + "/onejob_no_such_database")
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            async with pg.checkout(engine, PID) as driver:
+                await driver.fetchval(PID)
+        assert getattr(caught.value.orig, "sqlstate", None) == "3D000"
+    finally:
+        await engine.dispose()

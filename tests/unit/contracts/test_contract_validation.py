@@ -150,3 +150,28 @@ def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
     mine = [s for s in built if s is contract.input_schema or s is contract.output_schema]
     assert mine == [contract.input_schema, contract.output_schema]
     assert len({id(s) for s in built}) == len(built)  # no schema compiled twice
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [(r"\S", "\x1f"), (r"^\D+$", "٣"), (r"^\W+$", "é"), (r"^[^\d]+$", "٣")],
+)
+def test_classes_wider_in_ecma_keep_to_the_judge(pattern: str, value: str) -> None:
+    """ECMA-262's ``\\S``, ``\\D``, ``\\W`` (and a negated set of a class) take what Python's
+    refuse: jsonschema-rs would accept these values; the judge refuses them."""
+    for schema in (
+        {"type": "string", "pattern": pattern},
+        {"type": "object", "patternProperties": {pattern: {"type": "integer"}}},
+    ):
+        check = CompiledSchema(schema)
+        assert not check.accepts_fast(value if "pattern" in schema else {value: 1})
+    check = CompiledSchema({"type": "string", "pattern": pattern})
+    assert [e.validator for e in check.errors(value)] == ["pattern"]
+
+
+def test_a_schema_jsonschema_rs_cannot_build_is_judged_alone() -> None:
+    """A remote ``$ref`` is never fetched (offline); the judge answers as it did."""
+    check = CompiledSchema({"$ref": "https://example.com/elsewhere.json"})
+    assert not check.accepts_fast(1)
+    with pytest.raises(Exception, match="elsewhere"):
+        list(check.errors(1))  # python-jsonschema cannot resolve it either
