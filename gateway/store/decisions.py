@@ -134,23 +134,14 @@ class Decisions(StoreBase):
         provider_request_id: str | None,
         reported_model: str | None,
     ) -> FinalizeResult:
-        if not self._sqlite:
-            won = await self._finalize_in_one_statement(
-                attempt_id, result, provider_request_id, reported_model
-            )
-            if won is not None:
-                return won
-            # Lost, stale, or the job changed while the statement waited for its lock:
-            # the transaction below decides with fresh statements (its CAS cannot win a
-            # race the statement lost: versions only grow, decisions are final).
-        else:
-            won = await self._finalize_on_sqlite(
-                attempt_id, result, provider_request_id, reported_model
-            )
-            if won is not None:
-                return won
-            # Not won, or unsent siblings to cancel: nothing was written; the transaction
-            # below decides (and cancels) with SQLAlchemy's statements.
+        bare = self._finalize_on_sqlite if self._sqlite else self._finalize_in_one_statement
+        won = await bare(attempt_id, result, provider_request_id, reported_model)
+        if won is not None:
+            return won
+        # Not won there, with nothing written (lost, stale, the job changed while the
+        # statement waited for its lock, or unsent siblings to cancel on SQLite): the
+        # transaction below decides with fresh statements (its CAS cannot win a race the
+        # bare one lost: versions only grow, decisions are final).
         async with self._tx() as tx:
             conn = tx.conn
             now = self._now()

@@ -24,6 +24,7 @@ in the same transaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import types
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -77,6 +78,7 @@ FINISH_RUNNING = (
 )
 
 
+@functools.lru_cache(maxsize=8)
 def insert_events_sql(rows: int) -> str:
     """One multi-row INSERT of ``rows`` audit events."""
     one = f"({_placeholders(len(_EVENT_COLUMNS))})"
@@ -108,17 +110,8 @@ class Codec:
 
     def params(self, table: str, values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
         """The positional parameters of ``columns`` from ``values``: an absent column is
-        SQL NULL (Core leaves it out of the INSERT), a present one goes through its
-        processor, ``None`` included."""
-        procs = self._bind[table]
-        out: list[Any] = []
-        for name in columns:
-            if name not in values:
-                out.append(None)
-                continue
-            proc = procs[name]
-            out.append(values[name] if proc is None else proc(values[name]))
-        return out
+        SQL NULL (Core leaves it out of the INSERT), a present one goes through ``bind``."""
+        return [self.bind(table, c, values[c]) if c in values else None for c in columns]
 
     def event_params(self, rows: Sequence[tuple[str, str | None, str, Any, Any]]) -> list[Any]:
         """Parameters of ``insert_events_sql(len(rows))``: ``(job_id, attempt_id, kind,
