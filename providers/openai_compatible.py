@@ -24,7 +24,7 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
 
     def check(self, body: dict[str, Any]) -> None:
         """Check the Chat Completions rules, without those only OpenAI's models have."""
-        check_request(body, model_rules=False)
+        check_request(body, model_rules=False, verdicts=self._strict_verdicts)
 
     def response_format(self, request: ProviderRequest) -> dict[str, Any]:
         """Return ``json_schema`` or ``json_object`` as configured."""

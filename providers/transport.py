@@ -57,6 +57,7 @@ from providers.base import (
     Usage,
 )
 from providers.config import ProviderConfig
+from providers.network import ProviderClient
 from providers.plugin import RequestRefused, SchemaNotSupported
 
 logger = logging.getLogger("providers")
@@ -279,11 +280,14 @@ class JsonHttpAdapter:
         where = f"{self.name} ({self.config.protocol})"
         # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.
         content = msgspec.json.encode(body)
+        client = self.client
         try:
             async with asyncio.timeout(deadline):
-                return await self.client.post(
-                    url, content=content, headers=headers, timeout=timeout
-                )
+                if isinstance(client, ProviderClient) and client.sends_in_one_hop():
+                    return await client.post_read(
+                        url, content=content, headers=headers, timeout=timeout
+                    )
+                return await client.post(url, content=content, headers=headers, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ConnectFailed(f"could not connect to {where}: {type(exc).__name__}") from exc
         except httpx.ProxyError as exc:

@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 
 from providers.base import BadOutput, DefiniteFailure, ProviderRequest, ProviderResult, Refused
+from providers.config import ProviderConfig
 from providers.lookup import LookupFailed, StoredAnswer
-from providers.openai.rules import check_request
+from providers.openai.rules import StrictVerdicts, check_request
 from providers.openai.schema import to_strict_schema
 from providers.transport import (
     JsonHttpAdapter,
@@ -44,6 +45,11 @@ class OpenAIAdapter(JsonHttpAdapter):
     adapter_version = ADAPTER_VERSION
     #: Name of the output-token limit field (newer models reject ``max_tokens``).
     max_tokens_field = "max_completion_tokens"
+
+    def __init__(self, config: ProviderConfig, client: httpx.AsyncClient) -> None:
+        super().__init__(config, client)
+        #: The strict-mode verdict of each converted schema (``check_request``).
+        self._strict_verdicts: StrictVerdicts = {}
 
     def response_format(self, request: ProviderRequest) -> dict[str, Any]:
         """Return the ``response_format`` that asks for the contract's schema."""
@@ -80,7 +86,7 @@ class OpenAIAdapter(JsonHttpAdapter):
 
     def check(self, body: dict[str, Any]) -> None:
         """Raise ``RequestRefused`` for a body the Chat Completions API would refuse."""
-        check_request(body)
+        check_request(body, verdicts=self._strict_verdicts)
 
     def hint(self, status: int, url: str) -> str | None:
         """Name the usual mistake behind a 404 or 401."""

@@ -3,12 +3,15 @@ backend does, with the same exceptions (``providers/network.py``).
 
 Every break point runs against both backends over real loopback sockets, and the test
 asserts the same outcome: the adapters tell "not sent" from "maybe sent" by these
-exception classes, so a difference would change what an attempt becomes.
+exception classes, so a difference would change what an attempt becomes. A third
+"backend", ``one-hop``, sends through ``ProviderClient.post_read`` (the adapters' path)
+on the asyncio backend, and must fail the same way too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json as jsonlib
 import socket
 import ssl
 import struct
@@ -21,10 +24,15 @@ import pytest
 import trustme
 import uvloop
 
-from providers.network import AsyncioBackend, provider_client, use_asyncio_backend
+from providers.network import (
+    AsyncioBackend,
+    ProviderClient,
+    provider_client,
+    use_asyncio_backend,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-BACKENDS = ["anyio", "asyncio"]
+BACKENDS = ["anyio", "asyncio", "one-hop"]
 
 
 class Server:
@@ -75,9 +83,21 @@ def answer(body: bytes, *, close: bool = False) -> bytes:
     return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
+class OneHop(ProviderClient):
+    """A provider client whose ``post`` is the adapters' ``post_read``."""
+
+    async def post(  # type: ignore[override]
+        self, url: str, *, json: Any = None, content: bytes = b"", **_: Any
+    ) -> httpx.Response:
+        headers = {}
+        if json is not None:
+            content, headers = jsonlib.dumps(json).encode(), {"content-type": "application/json"}
+        return await self.post_read(url, content=content, headers=headers, timeout=self.timeout)
+
+
 def client(backend: str, **kwargs: Any) -> httpx.AsyncClient:
-    c = httpx.AsyncClient(**kwargs)
-    if backend == "asyncio":
+    c = OneHop(**kwargs) if backend == "one-hop" else httpx.AsyncClient(**kwargs)
+    if backend != "anyio":
         assert use_asyncio_backend(c._transport)
     return c
 
@@ -304,5 +324,71 @@ def test_closing_a_connection_drops_the_unsent_rest_of_a_request(run: Run) -> No
             await asyncio.sleep(0.1)  # uvloop completes an abort on a later loop pass
             assert transport.get_write_buffer_size() == 0  # cut, not flushed later
             assert transport.is_closing()
+
+    run(body())
+
+
+def test_one_hop_sends_the_bytes_post_sends_and_reads_the_same_answer(run: Run) -> None:
+    """``post_read`` puts on the wire exactly what ``post`` does, and returns the same."""
+
+    async def body() -> None:
+        heads: list[bytes] = []
+
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                heads.append(head + await reader.readexactly(length))
+                writer.write(
+                    b"HTTP/1.1 201 Created\r\nx-request-id: r-1\r\ncontent-type: application/json"
+                    b'\r\ncontent-length: 12\r\n\r\n{"ok": true}'
+                )
+                await writer.drain()
+
+        limits = httpx.Limits(max_connections=1)
+        async with Server(echo) as server, provider_client(limits) as c:
+            assert isinstance(c, ProviderClient) and c.sends_in_one_hop()
+            url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+            headers = {"content-type": "application/json", "authorization": "Bearer k"}
+            timeout = httpx.Timeout(5.0, connect=1.0)
+            plain = await c.post(url, content=b'{"a": 1}', headers=headers, timeout=timeout)
+            hop = await c.post_read(url, content=b'{"a": 1}', headers=headers, timeout=timeout)
+            assert heads[0] == heads[1]
+            for response in (plain, hop):
+                assert (response.status_code, response.content) == (201, b'{"ok": true}')
+                assert response.headers["x-request-id"] == "r-1"
+                assert response.is_closed and response.request.url == url
+            assert hop.request.extensions["timeout"] == timeout.as_dict()
+            assert server.connections == 1  # the connection went back to the pool
+            await c.aclose()
+            with pytest.raises(RuntimeError, match="closed"):
+                await c.post_read(url, content=b"{}", headers={}, timeout=timeout)
+
+    run(body())
+
+
+def test_one_hop_uses_the_transport_for_the_url_and_steps_aside_for_hooks(run: Run) -> None:
+    """A mounted transport (how httpx routes a proxy from the environment) still applies;
+    a client with an event hook, auth or redirects is not one hop, and the adapters
+    ``post`` through it instead."""
+
+    async def body() -> None:
+        mounted = httpx.MockTransport(lambda request: httpx.Response(200, text="via mount"))
+        limits = httpx.Limits(max_connections=1)
+        async with ProviderClient(limits=limits, mounts={"https://api.example.com": mounted}) as c:
+            r = await c.post_read(
+                "https://api.example.com/v1/x", content=b"{}", headers={}, timeout=c.timeout
+            )
+            assert r.text == "via mount"
+            assert c.sends_in_one_hop()
+            hooked: list[str] = []
+
+            async def hook(request: httpx.Request) -> None:
+                hooked.append(str(request.url))
+
+            c.event_hooks = {"request": [hook]}
+            assert not c.sends_in_one_hop()
+        assert not ProviderClient(auth=("u", "p")).sends_in_one_hop()
+        assert not ProviderClient(follow_redirects=True).sends_in_one_hop()
 
     run(body())

@@ -18,7 +18,7 @@ from contracts.catalog import load_catalog
 from providers.base import ProviderRequest, Rejected
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.plugin import RequestRefused, plugin_for
+from providers.plugin import RequestRefused
 from providers.simulator import create_sim_app
 
 CATALOG = load_catalog()
@@ -56,6 +56,12 @@ def built(
     )
     url, _, body = adapter.build(request)
     return url, body
+
+
+def check(protocol: str, body: dict[str, Any]) -> None:
+    """Run the adapter's own check (``prepare``'s) on ``body``."""
+    adapter: Any = build_provider(config(protocol), httpx.AsyncClient())
+    adapter.check(body)
 
 
 Break = Callable[[dict[str, Any]], None]
@@ -216,7 +222,7 @@ async def test_simulator_refuses_what_the_real_api_refuses_with_its_status_and_e
     assert (got_kind, got_code) == (kind, code)
     assert fragment in message
     with pytest.raises(RequestRefused) as caught:  # and the adapter's own check agrees
-        plugin_for(protocol).adapter.check(None, body)  # type: ignore[arg-type]
+        check(protocol, body)
     assert caught.value.status == status and fragment in caught.value.message
 
 
@@ -227,7 +233,7 @@ def test_adapters_never_build_a_catalog_request_the_api_would_refuse(
     protocol: str, model: str | None, name: str
 ) -> None:
     _, body = built(protocol, model, CATALOG[name])
-    plugin_for(protocol).adapter.check(None, body)  # type: ignore[arg-type]
+    check(protocol, body)
 
 
 def test_adapter_omits_temperature_where_the_model_refuses_it_and_says_so() -> None:

@@ -81,3 +81,77 @@ SCHEMA_AT: dict[str, Callable[[dict[str, Any]], Any]] = {
     "anthropic": lambda body: body["tools"][0]["input_schema"],
     "gemini": lambda body: body["generationConfig"]["responseSchema"],
 }
+
+
+def _strict_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "out", "schema": schema, "strict": True},
+        },
+    }
+
+
+def test_a_kept_strict_verdict_is_one_walk_per_schema_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``verdicts`` a schema object is walked once; a refusal is kept as well; any other
+    caller (the simulator's, which parses a new body per request) walks every time."""
+    from providers.openai import rules
+
+    walks: list[Any] = []
+    real = rules.strict_schema_problem
+
+    def counting(schema: Any, *, fine_tuned: bool = False) -> str | None:
+        walks.append(schema)
+        return real(schema, fine_tuned=fine_tuned)
+
+    monkeypatch.setattr(rules, "strict_schema_problem", counting)
+    good = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    bad = {"type": "object", "properties": {"a": {"type": "string"}}}  # no additionalProperties
+    verdicts: rules.StrictVerdicts = {}
+    for _ in range(3):
+        rules.check_request(_strict_body(good), verdicts=verdicts)
+        with pytest.raises(rules.RequestRefused, match="additionalProperties"):
+            rules.check_request(_strict_body(bad), verdicts=verdicts)
+    assert walks == [good, bad]
+    twin = dict(good)  # equal, but another object: walked on its own
+    rules.check_request(_strict_body(twin), verdicts=verdicts)
+    assert len(walks) == 3
+    for _ in range(2):
+        rules.check_request(_strict_body(good))
+    assert len(walks) == 5
+
+
+async def test_the_adapter_walks_its_converted_schema_once(
+    monkeypatch: pytest.MonkeyPatch,
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
+) -> None:
+    from providers.openai import rules
+
+    walks: list[Any] = []
+    real = rules.strict_schema_problem
+
+    def counting(schema: Any, *, fine_tuned: bool = False) -> str | None:
+        walks.append(schema)
+        return real(schema, fine_tuned=fine_tuned)
+
+    monkeypatch.setattr(rules, "strict_schema_problem", counting)
+    with respx.mock() as router:
+        router.post(wire.endpoints["openai"]).respond(
+            json=wire.body("openai", json.dumps(wire.answer))
+        )
+        async with httpx.AsyncClient(verify=TLS) as client:
+            provider = build_provider(make_config("openai"), client)
+            for _ in range(3):
+                assert (await provider.call(make_request())).output == wire.answer
+    assert len(walks) == 1
