@@ -115,8 +115,9 @@ def asyncio_named_for_sniffio() -> Iterator[None]:
     httpcore and anyio ask sniffio which library runs them on every lock, event and
     cancel scope of a provider call, about ten times per call. Unless the thread's runner
     says so, as trio's does, sniffio finds out through ``asyncio.current_task()`` each
-    time: 4 % of a sync job's CPU (docs/benchmarks.md). The gateway's threads run asyncio
-    only (uvloop is asyncio); what the thread said before is put back on the way out.
+    time: 3.8 % of the gateway's py-spy samples under sync load (docs/decisions.md). The
+    gateway's threads run asyncio only (uvloop is asyncio); what the thread said before
+    is put back on the way out.
     """
     previous = sniffio.thread_local.name
     sniffio.thread_local.name = "asyncio"
