@@ -17,7 +17,7 @@ from providers.base import ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import build_provider
 from providers.gemini.schema import to_gemini_schema
-from providers.openai import to_strict_schema
+from providers.openai import rules, to_strict_schema
 from providers.plugin import SchemaNotSupported
 
 TLS = ssl.create_default_context()
@@ -94,21 +94,23 @@ def _strict_body(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_a_kept_strict_verdict_is_one_walk_per_schema_object(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With ``verdicts`` a schema object is walked once; a refusal is kept as well; any other
-    caller (the simulator's, which parses a new body per request) walks every time."""
-    from providers.openai import rules
-
-    walks: list[Any] = []
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each schema the OpenAI strict-mode rules walk, in order."""
+    seen: list[Any] = []
     real = rules.strict_schema_problem
 
     def counting(schema: Any, *, fine_tuned: bool = False) -> str | None:
-        walks.append(schema)
+        seen.append(schema)
         return real(schema, fine_tuned=fine_tuned)
 
     monkeypatch.setattr(rules, "strict_schema_problem", counting)
+    return seen
+
+
+def test_a_kept_strict_verdict_is_one_walk_per_schema_object(walks: list[Any]) -> None:
+    """With ``verdicts`` a schema object is walked once; a refusal is kept as well; any other
+    caller (the simulator's, which parses a new body per request) walks every time."""
     good = {
         "type": "object",
         "properties": {"a": {"type": "string"}},
@@ -131,21 +133,11 @@ def test_a_kept_strict_verdict_is_one_walk_per_schema_object(
 
 
 async def test_the_adapter_walks_its_converted_schema_once(
-    monkeypatch: pytest.MonkeyPatch,
+    walks: list[Any],
     wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
 ) -> None:
-    from providers.openai import rules
-
-    walks: list[Any] = []
-    real = rules.strict_schema_problem
-
-    def counting(schema: Any, *, fine_tuned: bool = False) -> str | None:
-        walks.append(schema)
-        return real(schema, fine_tuned=fine_tuned)
-
-    monkeypatch.setattr(rules, "strict_schema_problem", counting)
     with respx.mock() as router:
         router.post(wire.endpoints["openai"]).respond(
             json=wire.body("openai", json.dumps(wire.answer))
