@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -117,14 +118,24 @@ def asyncio_named_for_sniffio() -> Iterator[None]:
     says so, as trio's does, sniffio finds out through ``asyncio.current_task()`` each
     time: 3.8 % of the gateway's py-spy samples under sync load (docs/decisions.md). The
     gateway's threads run asyncio only (uvloop is asyncio); what the thread said before
-    is put back on the way out.
+    is put back when the thread's last runtime ends.
     """
-    previous = sniffio.thread_local.name
+    held = _named
+    if not getattr(held, "depth", 0):
+        held.previous = sniffio.thread_local.name
+        held.depth = 0
+    held.depth += 1
     sniffio.thread_local.name = "asyncio"
     try:
         yield
     finally:
-        sniffio.thread_local.name = previous
+        held.depth -= 1
+        if held.depth == 0:  # the thread's last runtime, whatever order they ended in
+            sniffio.thread_local.name = held.previous
+
+
+#: Per thread: how many runtimes named asyncio, and what the thread said before the first.
+_named = threading.local()
 
 
 @contextlib.asynccontextmanager

@@ -345,14 +345,23 @@ class ProviderClient(httpx.AsyncClient):
         no hook (``sends_in_one_hop``; the adapters call ``post`` otherwise). What is left
         is ``send``'s one hop, unchanged: the same ``build_request`` (headers, timeout),
         the transport ``_transport_for_url`` picks (so a proxy from the environment and a
-        test's mock transport still apply), and the same exceptions out of it. The only
-        thing not set is ``Response.elapsed``, which nothing here reads.
+        test's mock transport still apply), and the same exceptions out of it, with their
+        ``request``. Credentials in the URL (``https://user:pw@host/v1``) need ``send``'s
+        auth step, which turns them into Basic auth, so such a URL goes through ``send``.
+        Not done here, and read by nothing here: ``Response.elapsed``, httpx's INFO line
+        per request, and ``next_request`` on a redirect (none is followed anyway).
         """
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         request = self.build_request("POST", url, content=content, headers=headers, timeout=timeout)
+        if request.url.userinfo:
+            return await self.send(request)  # reads the whole body, as ``post`` does
         transport = self._transport_for_url(request.url)
-        response = await transport.handle_async_request(request)
+        try:
+            response = await transport.handle_async_request(request)
+        except httpx.RequestError as exc:
+            exc.request = request  # as ``send`` attaches it
+            raise
         response.request = request
         try:
             await response.aread()

@@ -44,3 +44,19 @@ async def test_the_running_runtime_names_asyncio_and_puts_back_what_was_there(
 
 async def _name() -> str | None:
     return sniffio.thread_local.name
+
+
+async def test_runtimes_that_end_out_of_order_put_back_what_the_thread_said(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
+    await upgrade_database(url)
+    settings = settings_for_tests(database_url=url)
+    first = running(settings, [], hub=ChangeHub(), metrics=Metrics())
+    second = running(settings, [], hub=ChangeHub(), metrics=Metrics())
+    await first.__aenter__()
+    await second.__aenter__()
+    await first.__aexit__(None, None, None)  # the first ends first
+    assert sniffio.thread_local.name == "asyncio"  # the second still runs
+    await second.__aexit__(None, None, None)
+    assert sniffio.thread_local.name is None
