@@ -109,6 +109,16 @@ def _default_certifications(settings: Settings) -> Certifications:
     return CertificationRegistry(settings.certifications_path)
 
 
+class _Named(threading.local):
+    """Per thread: how many runtimes named asyncio, and what the thread said before."""
+
+    depth = 0
+    previous: str | None = None
+
+
+_named = _Named()
+
+
 @contextlib.contextmanager
 def asyncio_named_for_sniffio() -> Iterator[None]:
     """Say, for this thread, that asyncio runs it (``sniffio.thread_local.name``).
@@ -120,22 +130,16 @@ def asyncio_named_for_sniffio() -> Iterator[None]:
     gateway's threads run asyncio only (uvloop is asyncio); what the thread said before
     is put back when the thread's last runtime ends.
     """
-    held = _named
-    if not getattr(held, "depth", 0):
-        held.previous = sniffio.thread_local.name
-        held.depth = 0
-    held.depth += 1
+    if _named.depth == 0:
+        _named.previous = sniffio.thread_local.name
+    _named.depth += 1
     sniffio.thread_local.name = "asyncio"
     try:
         yield
     finally:
-        held.depth -= 1
-        if held.depth == 0:  # the thread's last runtime, whatever order they ended in
-            sniffio.thread_local.name = held.previous
-
-
-#: Per thread: how many runtimes named asyncio, and what the thread said before the first.
-_named = threading.local()
+        _named.depth -= 1
+        if _named.depth == 0:  # the thread's last runtime, whatever order they ended in
+            sniffio.thread_local.name = _named.previous
 
 
 @contextlib.asynccontextmanager

@@ -47,6 +47,11 @@ WAIT_SECONDS = 30  # Prefer: wait per request
 WARMUP_JOBS = 20
 
 
+def say(message: str) -> None:
+    """Print progress on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def free_port() -> int:
     """Return a port that was free a moment ago."""
     with socket.socket() as s:

@@ -23,7 +23,6 @@ import asyncio
 import json
 import platform
 import resource
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -33,9 +32,8 @@ from typing import Any
 import httpx
 
 from providers.network import ProviderClient, provider_client
-from scenarios.load.bench import child, free_port, ready
+from scenarios.load.bench import ROOT, child, free_port, ready, say
 
-ROOT = Path(__file__).resolve().parents[2]
 BODY = json.dumps(
     {"model": "bench-gpt", "messages": [{"role": "user", "content": "My card was charged twice"}]}
 ).encode()
@@ -43,11 +41,6 @@ HEADERS = {"content-type": "application/json"}
 ROUNDS = 2
 
 Call = Callable[[], Awaitable[None]]
-
-
-def say(message: str) -> None:
-    """Print progress on stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def cpu_seconds() -> float:

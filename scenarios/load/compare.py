@@ -48,7 +48,7 @@ import httpx
 
 from gateway.settings import Settings
 from scenarios.load import peers, wrk_scripts
-from scenarios.load.bench import child, free_port, ready
+from scenarios.load.bench import child, free_port, ready, say
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = os.environ.get("ONEJOB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -78,11 +78,6 @@ INPUT = {
     "subject": "Charged twice",
     "body": "My card was charged twice for March.",
 }
-
-
-def say(message: str) -> None:
-    """Print progress on stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def run_wrk(

@@ -52,7 +52,7 @@ from typing import Any
 from gateway.server import SETTINGS_ENV
 from gateway.settings import Settings
 from scenarios.load import wrk_scripts
-from scenarios.load.bench import free_port, ready
+from scenarios.load.bench import free_port, ready, say
 from scenarios.load.compare import CONTRACT, INPUT, commit, gateway_settings, measure, run_wrk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,11 +72,6 @@ RECEIVED_KEPT = 2000  # bytes of a conversation's answers kept in the report
 #: 400s (uvicorn's, hyper's, h11's) are plain text or empty.
 APP_PROBLEM = '"type":"urn:onejob:'
 NOWHERE = "http://127.0.0.1:9"  # the route's provider: never called, the dispatcher is off
-
-
-def say(message: str) -> None:
-    """Print progress on stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- the servers ---------------------------------------------------------------------------------
