@@ -1,278 +1,22 @@
-"""httpcore's network layer on asyncio itself, for the provider client.
+"""The HTTP client the provider adapters share: ``ProviderClient`` over ``AiohttpTransport``.
 
-httpx reaches the network through httpcore, which on asyncio goes through anyio: every
-read and write enters an anyio cancel scope, and before each request and after each
-response the pool asks every idle connection whether its socket is readable (a server
-that hung up), through anyio's typed attributes and a ``poll`` per connection. py-spy
-put that at a tenth of the gateway's CPU per sync job (docs/benchmarks.md).
-
-``AsyncioBackend`` is an ``httpcore.AsyncNetworkBackend`` (httpcore's documented
-extension point) over an ``asyncio.Protocol``. For each failure below it raises the class
-httpcore's anyio backend raises, so the adapters' classification of a failure
-(``providers/transport.py``: not sent, or maybe sent) does not change; ``ConnectError``
-and ``ConnectTimeout`` come only from connecting and the TLS handshake, before any byte of
-a request:
-
-- connecting: ``ConnectTimeout``, or ``ConnectError`` for any ``OSError``;
-- TLS: ``ConnectTimeout``, or ``ConnectError`` for a TLS or socket error;
-- reading: ``ReadTimeout``; ``ReadError`` when the connection broke; ``b""`` at EOF;
-- writing: ``WriteTimeout``; ``WriteError`` when the connection is gone.
-
-"Is this idle connection readable?" is answered from what the protocol already knows
-(bytes buffered, EOF, connection lost) and, as the anyio backend does, from a ``poll``
-of the socket, so a hang-up the loop has not yet read is still seen.
+``ProviderClient`` is an ``httpx.AsyncClient`` that keeps no cookies (``NoCookies``) and
+sends a provider call in one hop (``post_read``). Its transport is aiohttp's connection
+pool behind httpx's transport interface (``providers/aiohttp_transport.py``), which maps
+every aiohttp failure to the httpx exception httpcore raises for it, so the adapters'
+"not sent / maybe sent" classification reads the same classes as before.
 """
 
 from __future__ import annotations
 
-import asyncio
 import http.cookiejar
-import socket
-import ssl
-from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
-import httpcore
 import httpx
-from httpcore._backends.base import SOCKET_OPTION
-from httpcore._utils import is_socket_readable
 
-#: Stop reading from the socket while this much is buffered and not yet asked for.
-READ_HIGH_WATER = 256 * 1024  # bytes
+from providers.aiohttp_transport import AiohttpTransport
 
-
-class _Protocol(asyncio.Protocol):
-    """Buffer what arrives; wake the one reader or writer that waits."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.eof = False
-        self.lost = False
-        self.error: BaseException | None = None
-        self._reading_paused = False
-        self._writing_paused = False
-        self._read_waiter: asyncio.Future[None] | None = None
-        self._drain_waiter: asyncio.Future[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if len(self.buffer) > READ_HIGH_WATER and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
-        self._wake_reader()
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        self._wake_reader()
-        return False  # let the transport close itself
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.error = exc
-        self._wake_reader()
-        waiter, self._drain_waiter = self._drain_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        waiter, self._drain_waiter = self._drain_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _wake_reader(self) -> None:
-        waiter, self._read_waiter = self._read_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def take(self, max_bytes: int) -> bytes:
-        data = bytes(self.buffer[:max_bytes])
-        del self.buffer[:max_bytes]
-        if self._reading_paused and len(self.buffer) <= READ_HIGH_WATER // 4:
-            self._reading_paused = False
-            if self.transport is not None and not self.lost:
-                self.transport.resume_reading()
-        return data
-
-    async def wait_readable(self, timeout: float | None) -> None:
-        self._read_waiter = asyncio.get_running_loop().create_future()
-        await _wait(self._read_waiter, timeout)
-
-    async def wait_drained(self, timeout: float | None) -> None:
-        self._drain_waiter = asyncio.get_running_loop().create_future()
-        await _wait(self._drain_waiter, timeout)
-
-    @property
-    def writing_paused(self) -> bool:
-        return self._writing_paused
-
-
-async def _wait(waiter: asyncio.Future[None], timeout: float | None) -> None:
-    """Await ``waiter``; raise ``TimeoutError`` after ``timeout`` seconds (None: never)."""
-    if timeout is None:
-        await waiter
-        return
-    if timeout <= 0:
-        raise TimeoutError
-    timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        if waiter.done() and not waiter.cancelled():
-            waiter.exception()  # retrieved: a timeout beaten by a cancel is not logged
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
-
-
-class AsyncioStream(httpcore.AsyncNetworkStream):
-    """One connection (TCP, or TLS over it)."""
-
-    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._sock: Any = transport.get_extra_info("socket")
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        protocol = self._protocol
-        while True:
-            if protocol.buffer:
-                return protocol.take(max_bytes)
-            if protocol.eof or (protocol.lost and protocol.error is None):
-                return b""
-            if protocol.lost:
-                raise httpcore.ReadError(str(protocol.error)) from protocol.error
-            try:
-                await protocol.wait_readable(timeout)
-            except TimeoutError as exc:
-                raise httpcore.ReadTimeout(str(exc)) from exc
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if not buffer:
-            return
-        protocol = self._protocol
-        if protocol.lost or self._transport.is_closing():
-            raise httpcore.WriteError(str(protocol.error or "the connection is closed"))
-        self._transport.write(buffer)
-        while protocol.writing_paused and not protocol.lost:
-            try:
-                await protocol.wait_drained(timeout)
-            except TimeoutError as exc:
-                raise httpcore.WriteTimeout(str(exc)) from exc
-        if protocol.lost and protocol.error is not None:
-            raise httpcore.WriteError(str(protocol.error)) from protocol.error
-
-    async def aclose(self) -> None:
-        # Cut the connection, as the anyio backend does: a graceful close would go on
-        # sending a request body the caller has given up on, with no time limit.
-        self._transport.abort()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport = await loop.start_tls(
-                    self._transport,
-                    self._protocol,
-                    ssl_context,
-                    server_hostname=server_hostname,
-                )
-        except TimeoutError as exc:
-            self._transport.close()
-            raise httpcore.ConnectTimeout(str(exc)) from exc
-        except (OSError, ssl.SSLError, EOFError) as exc:
-            self._transport.close()
-            raise httpcore.ConnectError(str(exc)) from exc
-        if transport is None:  # the connection closed during the handshake
-            self._transport.abort()
-            raise httpcore.ConnectError("the connection closed during the TLS handshake")
-        self._protocol.transport = transport  # flow control acts on the TLS layer now
-        return AsyncioStream(transport, self._protocol)
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            protocol = self._protocol
-            if protocol.buffer or protocol.eof or protocol.lost or self._transport.is_closing():
-                return True  # (uvloop closes the fd before it calls connection_lost)
-            return self._sock is not None and is_socket_readable(self._sock)
-        if info == "ssl_object":
-            return self._transport.get_extra_info("ssl_object")
-        if info == "client_addr":
-            return self._transport.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._transport.get_extra_info("peername")
-        if info == "socket":
-            return self._sock
-        return None
-
-
-class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """Open connections with the running loop (uvloop under ``onejob serve``)."""
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        local = (local_address, 0) if local_address else None
-        return await self._connect(
-            lambda: loop.create_connection(_Protocol, host, port, local_addr=local),
-            timeout,
-            socket_options,
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        return await self._connect(
-            lambda: loop.create_unix_connection(_Protocol, path), timeout, socket_options
-        )
-
-    async def _connect(
-        self, opener: Any, timeout: float | None, options: Iterable[SOCKET_OPTION] | None
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await opener()
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(str(exc)) from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        sock: socket.socket | None = transport.get_extra_info("socket")
-        try:
-            for option in options or ():
-                if sock is not None:
-                    sock.setsockopt(*option)
-        except OSError as exc:
-            transport.abort()
-            raise httpcore.ConnectError(str(exc)) from exc
-        return AsyncioStream(transport, protocol)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
 
 
 class _KeepNothing(http.cookiejar.CookieJar):
@@ -310,7 +54,7 @@ class NoCookies(httpx.Cookies):
 
 
 class ProviderClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` whose cookie jar is ``NoCookies``, with a one-hop ``post_read``."""
+    """``httpx.AsyncClient`` over ``AiohttpTransport``, keeping no cookies, with ``post_read``."""
 
     _no_cookies = NoCookies()
 
@@ -321,6 +65,36 @@ class ProviderClient(httpx.AsyncClient):
     @cookies.setter
     def cookies(self, cookies: Any) -> None:
         """Ignore: this client keeps no cookies."""
+
+    def _init_transport(
+        self,
+        verify: Any = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = DEFAULT_LIMITS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> httpx.AsyncBaseTransport:
+        """The default transport: ``AiohttpTransport`` (HTTP/1.1, no client certificate).
+
+        httpx builds its default transport here and, only when none is given, its proxy
+        transports from the environment; so overriding this keeps those. A given
+        ``transport`` (a test's) is used as it is; a client certificate or HTTP/2, which
+        aiohttp's transport here does not do, gets httpx's own.
+        """
+        if transport is not None:
+            return transport
+        if cert is not None or http2 or not http1:
+            return super()._init_transport(
+                verify=verify,
+                cert=cert,
+                trust_env=trust_env,
+                http1=http1,
+                http2=http2,
+                limits=limits,
+            )
+        return AiohttpTransport(limits, verify=verify, trust_env=trust_env)
 
     def sends_in_one_hop(self) -> bool:
         """Say whether ``post_read`` is ``post`` here: no auth, no event hook, no redirect."""
@@ -375,24 +149,8 @@ def provider_client(
 ) -> httpx.AsyncClient:
     """Return the ``httpx.AsyncClient`` the provider adapters share (``ProviderClient``).
 
-    Its own transport connects through ``AsyncioBackend``; a ``transport`` given (a test's
-    ``MockTransport``) is used as it is. Proxies from the environment keep httpx's own
-    transports. It keeps no cookies (``NoCookies``).
+    Its transport is ``AiohttpTransport`` within ``limits``; a ``transport`` given (a
+    test's ``MockTransport``) is used as it is. Proxies from the environment keep httpx's
+    own transports (``limits`` applies to them too). It keeps no cookies (``NoCookies``).
     """
-    client = ProviderClient(transport=transport, limits=limits)
-    if transport is None:
-        use_asyncio_backend(client._transport)
-    return client
-
-
-def use_asyncio_backend(transport: Any) -> bool:
-    """Make an ``httpx.AsyncHTTPTransport``'s pool connect through ``AsyncioBackend``.
-
-    httpx does not pass a network backend through, so its pool's attribute is set; say
-    whether it was there (an httpx that stored it elsewhere keeps anyio's, which works).
-    """
-    pool = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
-        return False
-    pool._network_backend = AsyncioBackend()
-    return True
+    return ProviderClient(transport=transport, limits=limits)

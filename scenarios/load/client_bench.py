@@ -5,10 +5,10 @@ zero-latency upstream (``scenarios.load.upstream``) and, in this one process on 
 sends N Chat Completions POSTs at each concurrency through:
 
 - ``provider``: the client the adapters share (``providers.network.provider_client``,
-  asyncio network backend) through ``post_read``, as the dispatcher sends;
+  httpx over ``AiohttpTransport``) through ``post_read``, as the dispatcher sends;
 - ``httpx``: a plain ``httpx.AsyncClient`` (httpcore on anyio), for reference;
-- ``aiohttp``: aiohttp's ``ClientSession``, when aiohttp is installed (it is not a
-  dependency): how far below httpx a client can go on the same loop.
+- ``aiohttp``: aiohttp's own ``ClientSession``: what the provider client's httpx layer
+  adds over the transport underneath it.
 
 Each client runs once to warm up and is then measured, in the order given, twice
 (A B C A B C) so this shared host's drift shows. It prints the calls per second and the
@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 from providers.network import ProviderClient, provider_client
@@ -79,13 +80,6 @@ async def clients(url: str, concurrency: int) -> tuple[dict[str, Call], list[Cal
         r = await plain.post(url, content=BODY, headers=HEADERS)
         assert r.status_code == 200, r.status_code
 
-    calls: dict[str, Call] = {"provider": via_provider, "httpx": via_httpx}
-    closing: list[Call] = [provider.aclose, plain.aclose]
-    try:
-        import aiohttp
-    except ImportError:
-        say("  aiohttp is not installed: its column is left out")
-        return calls, closing
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
 
     async def via_aiohttp() -> None:
@@ -93,9 +87,8 @@ async def clients(url: str, concurrency: int) -> tuple[dict[str, Call], list[Cal
             await r.read()
             assert r.status == 200, r.status
 
-    calls["aiohttp"] = via_aiohttp
-    closing.append(session.close)
-    return calls, closing
+    calls: dict[str, Call] = {"provider": via_provider, "httpx": via_httpx, "aiohttp": via_aiohttp}
+    return calls, [provider.aclose, plain.aclose, session.close]
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

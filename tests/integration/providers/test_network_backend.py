@@ -1,38 +1,37 @@
-"""The provider client's asyncio network backend fails exactly where httpcore's anyio
-backend does, with the same exceptions (``providers/network.py``).
+"""The provider client's transport fails exactly where httpx's own does, with the same
+exceptions (``providers/aiohttp_transport.py``).
 
-Every break point runs against both backends over real loopback sockets, and the test
-asserts the same outcome: the adapters tell "not sent" from "maybe sent" by these
-exception classes, so a difference would change what an attempt becomes. A third
-"backend", ``one-hop``, sends through ``ProviderClient.post_read`` (the adapters' path)
-on the asyncio backend, and must fail the same way too.
+Every break point runs over real loopback sockets against httpx's own transport
+(``httpx``: httpcore on anyio, the reference) and against ``AiohttpTransport`` through
+``AsyncClient.post`` (``aiohttp``) and through ``ProviderClient.post_read`` (``one-hop``,
+the adapters' path), and the test asserts the same outcome: the adapters tell "not sent"
+from "maybe sent" by these exception classes, so a difference would change what an
+attempt becomes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as jsonlib
 import socket
 import ssl
 import struct
+import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import httpcore
 import httpx
 import pytest
 import trustme
 import uvloop
 
-from providers.network import (
-    AsyncioBackend,
-    ProviderClient,
-    provider_client,
-    use_asyncio_backend,
-)
+from providers.aiohttp_transport import AiohttpTransport
+from providers.network import ProviderClient, provider_client
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-BACKENDS = ["anyio", "asyncio", "one-hop"]
+BACKENDS = ["httpx", "aiohttp", "one-hop"]
 
 
 class Server:
@@ -96,9 +95,10 @@ class OneHop(ProviderClient):
 
 
 def client(backend: str, **kwargs: Any) -> httpx.AsyncClient:
-    c = OneHop(**kwargs) if backend == "one-hop" else httpx.AsyncClient(**kwargs)
-    if backend != "anyio":
-        assert use_asyncio_backend(c._transport)
+    if backend == "httpx":
+        return httpx.AsyncClient(**kwargs)
+    c = (OneHop if backend == "one-hop" else ProviderClient)(**kwargs)
+    assert isinstance(c._transport, AiohttpTransport)
     return c
 
 
@@ -206,7 +206,10 @@ def test_a_connection_ended_mid_body_fails_the_call(
 
         async with Server(partial) as server, client(backend) as c:
             got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == expected
+            # aiohttp reports a body cut short the same way whether the server reset the
+            # connection or closed it: RemoteProtocolError. The adapters read both as
+            # "maybe sent" (ConnectionLost), so the attempt ends the same.
+            assert got == (expected if backend == "httpx" else "RemoteProtocolError")
 
     run(body())
 
@@ -260,20 +263,68 @@ def test_tls_round_trips_and_a_wrong_certificate_is_a_connect_error(
     run(body())
 
 
-def test_the_provider_client_connects_through_the_asyncio_backend(run: Run) -> None:
-    """The client every adapter shares gets this backend, and keeps env proxies."""
+def test_the_provider_client_sends_through_aiohttp_and_keeps_env_proxies(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client every adapter shares gets this transport within its limits; a proxy
+    from the environment is still httpx's own transport; a test's transport stays."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
 
     async def body() -> None:
-        limits = httpx.Limits(max_connections=4)
+        limits = httpx.Limits(max_connections=4, keepalive_expiry=7.0)
         async with provider_client(limits) as c:
-            pool = c._transport._pool  # type: ignore[attr-defined]
-            assert isinstance(pool._network_backend, AsyncioBackend)
-            assert pool._max_connections == 4
+            transport = c._transport  # type: ignore[attr-defined]
+            assert isinstance(transport, AiohttpTransport)
+            assert (transport._limit, transport._keepalive) == (4, 7.0)
+            proxied = c._transport_for_url(httpx.URL("https://api.example.com/v1"))
+            assert isinstance(proxied, httpx.AsyncHTTPTransport)  # httpx's, with the proxy
+            assert c._transport_for_url(httpx.URL("http://127.0.0.1/")) is transport
         mock = httpx.MockTransport(lambda request: httpx.Response(204))
         async with provider_client(limits, transport=mock) as c:  # tests' transports stay
             assert (await c.get("http://example.invalid/")).status_code == 204
 
     run(body())
+
+
+def test_an_idle_hang_up_the_loop_has_not_read_yet_still_opens_a_new_connection(
+    backend: str, run: Run
+) -> None:
+    """The server's FIN is in the kernel, the loop has not run since: the pool must ask
+    the socket, as httpcore does, or the next call goes out on a dead connection."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    hung_up = threading.Event()
+    accepted: list[int] = []
+
+    def serve() -> None:
+        for n in range(2):
+            conn, _ = listener.accept()
+            accepted.append(n)
+            with conn:
+                data = b""
+                while not data.endswith(b"{}"):  # the head, then the 2-byte body
+                    data += conn.recv(65536)
+                conn.sendall(answer(b"ok"))
+                if n == 0:
+                    time.sleep(0.05)  # the client has read the answer; then hang up
+            hung_up.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    async def body() -> None:
+        async with client(backend) as c:
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+            assert await outcome(c.post(url, json={})) == "200 ok"
+            assert hung_up.wait(5)  # blocks the loop: the FIN waits in the kernel
+            time.sleep(0.05)  # noqa: ASYNC251 (the point: the loop must not run)
+            assert await outcome(c.post(url, json={})) == "200 ok"
+            assert accepted == [0, 1]
+
+    try:
+        run(body())
+    finally:
+        thread.join(5)
+        listener.close()
 
 
 def test_the_provider_client_keeps_no_cookie_for_the_next_request(run: Run) -> None:
@@ -307,23 +358,31 @@ def test_the_provider_client_keeps_no_cookie_for_the_next_request(run: Run) -> N
     run(body())
 
 
-def test_closing_a_connection_drops_the_unsent_rest_of_a_request(run: Run) -> None:
-    """A call given up mid-upload must not go on reaching the provider (nor hold memory)."""
+def test_a_call_given_up_mid_upload_sends_no_more_of_it(backend: str, run: Run) -> None:
+    """A call cancelled (the adapters' deadline) while its body is still going out must
+    not go on reaching the provider, nor hold the rest in memory: the connection is cut."""
 
     async def body() -> None:
-        async def never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await asyncio.sleep(3)
+        received: list[int] = []
+        big = 32 * 1024 * 1024  # far more than the socket buffers hold
 
-        async with Server(never_reads) as server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", server.port)
-            with pytest.raises(httpcore.WriteTimeout):
-                await stream.write(b"x" * (32 * 1024 * 1024), timeout=0.3)
-            transport = stream._transport  # type: ignore[attr-defined]
-            assert transport.get_write_buffer_size() > 0  # the kernel took only part of it
-            await stream.aclose()
-            await asyncio.sleep(0.1)  # uvloop completes an abort on a later loop pass
-            assert transport.get_write_buffer_size() == 0  # cut, not flushed later
-            assert transport.is_closing()
+        async def reads_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(1.0)  # the client gives up at 0.3 s
+            n = 0
+            with contextlib.suppress(ConnectionError):
+                while chunk := await reader.read(1 << 20):
+                    n += len(chunk)
+            received.append(n)
+
+        async with Server(reads_late) as server, client(backend) as c:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await c.post(f"http://127.0.0.1:{server.port}/", content=b"x" * big)
+            for _ in range(50):
+                if received:
+                    break
+                await asyncio.sleep(0.1)
+        assert received and received[0] < big // 2
 
     run(body())
 

@@ -18,7 +18,7 @@ def test_a_short_run_measures_each_client_at_each_concurrency(
     report = json.loads(out.read_text())
     assert set(report["runs"]) == {"1", "3"}
     for runs in report["runs"].values():
-        assert {"provider", "httpx"} <= set(runs)
+        assert set(runs) == {"provider", "httpx", "aiohttp"}
         for rounds in runs.values():
             assert len(rounds) == client_bench.ROUNDS
             assert all(r["calls_per_s"] > 0 and r["cpu_us_per_call"] > 0 for r in rounds)
