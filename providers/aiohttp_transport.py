@@ -24,7 +24,9 @@ before a byte of the request is written count as "not sent":
   ``RemoteProtocolError`` (httpcore says ``ReadError`` for a reset mid-body; aiohttp does
   not tell a reset from a close there, and the adapters read both as "maybe sent");
 - a socket error after connecting (a reset while sending, say): ``ReadError``;
-- any other aiohttp error: ``RemoteProtocolError``, "maybe sent".
+- any other aiohttp error: ``RemoteProtocolError``, "maybe sent";
+- a header h11 would refuse (a CR or LF in a value, a space in a name): refused here,
+  before anything is sent, with h11's ``LocalProtocolError``.
 
 A connection taken from the pool is first asked, as httpcore asks, whether its socket is
 readable: an idle connection has nothing to read unless the server hung up, and the loop
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import ssl
 from typing import Any
 
@@ -57,6 +60,22 @@ MAX_HEAD_FIELD = 64 * 1024  # bytes
 #: aiohttp writes a ``bytes`` body in one piece and warns above 1 MiB; a larger one is
 #: given as a file, which it writes in chunks with the loop running between them.
 ONE_PIECE_BODY = 1024 * 1024  # bytes
+
+
+#: RFC 9110's token (a field name) and field value (no CR, LF, NUL or other control but
+#: HTAB), as h11 checks them before httpcore sends a byte; aiohttp would send a bad name
+#: and refuse a CR or LF with a bare ``ValueError``.
+_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")
+
+
+def _check_headers(request: httpx.Request) -> None:
+    """Refuse, before anything is sent, the header h11 would refuse: ``LocalProtocolError``."""
+    for name, value in request.headers.raw:
+        if not _NAME.fullmatch(name):
+            raise httpx.LocalProtocolError(f"Illegal header name {name!r}", request=request)
+        if not _VALUE.fullmatch(value):
+            raise httpx.LocalProtocolError(f"Illegal header value {value!r}", request=request)
 
 
 class _CheckedConnector(aiohttp.TCPConnector):
@@ -155,6 +174,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(
                 f"the URL's scheme is not http or https: {request.url.scheme!r}", request=request
             )
+        _check_headers(request)
         session = self._session or self._open()
         headers = request.headers.multi_items()
         if isinstance(request.stream, httpx.ByteStream):

@@ -86,11 +86,18 @@ class OneHop(ProviderClient):
     """A provider client whose ``post`` is the adapters' ``post_read``."""
 
     async def post(  # type: ignore[override]
-        self, url: str, *, json: Any = None, content: bytes = b"", **_: Any
+        self,
+        url: str,
+        *,
+        json: Any = None,
+        content: bytes = b"",
+        headers: dict[str, str] | None = None,
+        **_: Any,
     ) -> httpx.Response:
-        headers = {}
+        headers = dict(headers or {})
         if json is not None:
-            content, headers = jsonlib.dumps(json).encode(), {"content-type": "application/json"}
+            content = jsonlib.dumps(json).encode()
+            headers["content-type"] = "application/json"
         return await self.post_read(url, content=content, headers=headers, timeout=self.timeout)
 
 
@@ -210,6 +217,29 @@ def test_a_connection_ended_mid_body_fails_the_call(
             # connection or closed it: RemoteProtocolError. The adapters read both as
             # "maybe sent" (ConnectionLost), so the attempt ends the same.
             assert got == (expected if backend == "httpx" else "RemoteProtocolError")
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    "headers", [{"x-org": "a\r\nx-injected: 1"}, {"x-org": "a\nb"}, {"bad name": "v"}]
+)
+def test_a_header_h11_refuses_is_refused_before_anything_is_sent(
+    backend: str, run: Run, headers: dict[str, str]
+) -> None:
+    async def body() -> None:
+        received: list[bytes] = []
+
+        async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            received.append(await reader.read(65536))
+
+        async with Server(record) as server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert await outcome(c.post(url, content=b"{}", headers=headers)) == (
+                "LocalProtocolError"
+            )
+            await asyncio.sleep(0.05)
+        assert not any(received)  # not one byte of the request
 
     run(body())
 
