@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json as jsonlib
 import socket
 import ssl
@@ -240,6 +241,37 @@ def test_a_header_h11_refuses_is_refused_before_anything_is_sent(
             )
             await asyncio.sleep(0.05)
         assert not any(received)  # not one byte of the request
+
+    run(body())
+
+
+def test_a_gzip_chunked_answer_arrives_decoded(backend: str, run: Run) -> None:
+    """Providers answer compressed (httpx asks for it) and often chunked: the transport
+    de-chunks, httpx decodes by the headers, as on its own transport."""
+
+    async def body() -> None:
+        text = jsonlib.dumps({"choices": [{"message": {"content": "ok " * 500}}]}).encode()
+        packed = gzip.compress(text)
+
+        async def gzipped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert b"gzip" in head.lower().split(b"accept-encoding:")[1].split(b"\r\n")[0]
+            await reader.readexactly(2)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"content-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            for start in range(0, len(packed), 100):
+                piece = packed[start : start + 100]
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+        async with Server(gzipped) as server, client(backend) as c:
+            response = await c.post(f"http://127.0.0.1:{server.port}/", json={})
+            assert response.status_code == 200
+            assert response.content == text
+            assert response.json()["choices"][0]["message"]["content"].startswith("ok ok")
 
     run(body())
 
