@@ -223,7 +223,13 @@ def test_a_connection_ended_mid_body_fails_the_call(
 
 
 @pytest.mark.parametrize(
-    "headers", [{"x-org": "a\r\nx-injected: 1"}, {"x-org": "a\nb"}, {"bad name": "v"}]
+    "headers",
+    [
+        {"x-org": "a\r\nx-injected: 1"},
+        {"x-org": "a\nb"},
+        {"bad name": "v"},
+        {"content-length": "abc"},
+    ],
 )
 def test_a_header_h11_refuses_is_refused_before_anything_is_sent(
     backend: str, run: Run, headers: dict[str, str]
@@ -272,6 +278,49 @@ def test_a_gzip_chunked_answer_arrives_decoded(backend: str, run: Run) -> None:
             assert response.status_code == 200
             assert response.content == text
             assert response.json()["choices"][0]["message"]["content"].startswith("ok ok")
+
+    run(body())
+
+
+def test_the_url_goes_out_as_httpx_built_it_and_a_get_carries_no_length(
+    backend: str, run: Run
+) -> None:
+    """Percent-escapes stay (the Gemini adapter quotes a model name with ``safe=""``; a
+    signed URL must not change), and a GET has no ``Content-Length``."""
+
+    async def body() -> None:
+        heads: list[bytes] = []
+
+        async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            heads.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(answer(b"ok"))
+            await writer.drain()
+
+        path = "/v1beta/models/tuned%2Fgemini%3Apro%40v1:generateContent?sig=a%7Eb%2Fc&k=%3D"
+        async with Server(record) as server, client(backend) as c:
+            assert (await c.get(f"http://127.0.0.1:{server.port}{path}")).text == "ok"
+        request_line, *fields = heads[0].decode().split("\r\n")
+        assert request_line == f"GET {path} HTTP/1.1"
+        assert not [f for f in fields if f.lower().startswith("content-length")]
+
+    run(body())
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_a_request_the_server_hung_up_on_is_not_sent_again(
+    backend: str, run: Run, method: str
+) -> None:
+    """aiohttp would resend an idempotent request on a fresh connection once; httpx
+    never does, and the adapters must see the first one as "maybe sent"."""
+
+    async def body() -> None:
+        async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)  # it arrived: it may have run
+
+        async with Server(hang_up) as server, client(backend) as c:
+            got = await outcome(c.request(method, f"http://127.0.0.1:{server.port}/x"))
+            assert got == "RemoteProtocolError"
+            assert server.connections == 1
 
     run(body())
 
