@@ -16,8 +16,6 @@ import httpx
 
 from providers.aiohttp_transport import AiohttpTransport
 
-DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
-
 
 class _KeepNothing(http.cookiejar.CookieJar):
     """A cookie jar that stores nothing, however a cookie is offered to it."""
@@ -66,35 +64,30 @@ class ProviderClient(httpx.AsyncClient):
     def cookies(self, cookies: Any) -> None:
         """Ignore: this client keeps no cookies."""
 
-    def _init_transport(
-        self,
-        verify: Any = True,
-        cert: Any = None,
-        trust_env: bool = True,
-        http1: bool = True,
-        http2: bool = False,
-        limits: httpx.Limits = DEFAULT_LIMITS,
-        transport: httpx.AsyncBaseTransport | None = None,
+    def _init_transport(  # type: ignore[override]
+        self, transport: httpx.AsyncBaseTransport | None = None, **options: Any
     ) -> httpx.AsyncBaseTransport:
         """The default transport: ``AiohttpTransport`` (HTTP/1.1, no client certificate).
 
-        httpx builds its default transport here and, only when none is given, its proxy
-        transports from the environment; so overriding this keeps those. A given
+        httpx builds its default transport here (with keywords: ``verify``, ``cert``,
+        ``trust_env``, ``http1``, ``http2``, ``limits``) and, only when none is given, its
+        proxy transports from the environment; so overriding this keeps those. A given
         ``transport`` (a test's) is used as it is; a client certificate or HTTP/2, which
         aiohttp's transport here does not do, gets httpx's own.
         """
         if transport is not None:
             return transport
-        if cert is not None or http2 or not http1:
-            return super()._init_transport(
-                verify=verify,
-                cert=cert,
-                trust_env=trust_env,
-                http1=http1,
-                http2=http2,
-                limits=limits,
-            )
-        return AiohttpTransport(limits, verify=verify, trust_env=trust_env)
+        if (
+            options.get("cert") is not None
+            or options.get("http2")
+            or not options.get("http1", True)
+        ):
+            return super()._init_transport(**options)
+        return AiohttpTransport(
+            options.get("limits"),
+            verify=options.get("verify", True),
+            trust_env=options.get("trust_env", True),
+        )
 
     def sends_in_one_hop(self) -> bool:
         """Say whether ``post_read`` is ``post`` here: no auth, no event hook, no redirect."""
