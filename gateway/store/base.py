@@ -30,8 +30,9 @@ from gateway.domain.records import (
     TransitionResult,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
-from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL, ChangeHub
+from gateway.notify import ChangeHub
 from gateway.store.engine import track_backends
+from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import (
     DECIDED,
     A,
@@ -73,6 +74,8 @@ class StoreBase:
         )
         #: SQLite: SQLAlchemy's own column processors, for the statements sent bare.
         self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
+        #: PostgreSQL: the NOTIFYs for other processes, sent after each commit.
+        self._wakeups = None if self._sqlite else Wakeups(engine)
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
 
@@ -89,16 +92,18 @@ class StoreBase:
         async with self._write_lock, self.engine.begin() as conn:
             tx.conn = conn
             yield tx
-            if not self._sqlite:
-                notes = [sa.func.pg_notify(JOBS_CHANNEL, job_id) for job_id in tx.jobs - tx.sent]
-                if tx.attempt_created:
-                    notes.append(sa.func.pg_notify(ATTEMPTS_CHANNEL, ""))
-                if notes:  # one round trip for all of them
-                    await conn.execute(sa.select(*notes))
-        for job_id in tx.jobs:
-            self.hub.publish_job(job_id, tx.records.get(job_id))
-        if tx.attempt_created:
+        self._committed({job_id: tx.records.get(job_id) for job_id in tx.jobs}, tx.attempt_created)
+
+    def _committed(self, jobs: dict[str, JobRecord | None], attempt_created: bool) -> None:
+        """Publish a commit's changes: to this process's waiters and runners at once (with
+        the job as committed, when known), and on PostgreSQL to the other processes'
+        (``pg_wakeups``: NOTIFY after the commit, not inside it)."""
+        for job_id, record in jobs.items():
+            self.hub.publish_job(job_id, record)
+        if attempt_created:
             self.hub.publish_attempt()
+        if self._wakeups is not None and (jobs or attempt_created):
+            self._wakeups.post(jobs, attempt=attempt_created)
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
@@ -354,7 +359,6 @@ class WriteTx:
 
     def __init__(self) -> None:
         self.jobs: set[str] = set()
-        self.sent: set[str] = set()  #: jobs whose pg_notify a statement already sent
         #: Jobs as this transaction leaves them, handed to this process's waiters.
         self.records: dict[str, JobRecord] = {}
         self.attempt_created = False
@@ -365,8 +369,6 @@ class WriteTx:
             self.jobs.add(job.id)
             self.records[job.id] = job
 
-    def notified(self, job_id: str, *, sent: bool) -> None:
-        """Publish ``job_id`` after commit; ``sent``: a statement already did pg_notify."""
+    def changed(self, job_id: str) -> None:
+        """Publish ``job_id`` after commit (its waiters re-read it)."""
         self.jobs.add(job_id)
-        if sent:
-            self.sent.add(job_id)

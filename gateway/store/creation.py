@@ -144,7 +144,7 @@ class CreationAndReads(StoreBase):
                     CreateOutcome.REPLAYED if same else CreateOutcome.CONFLICT, existing
                 )
         if claim is None and outcome.outcome is CreateOutcome.CREATED:
-            self.hub.publish_attempt()  # an unclaimed attempt needs a runner woken
+            self._committed({}, True)  # an unclaimed attempt needs a runner woken
         return outcome
 
     async def _create_for_key(
@@ -212,7 +212,7 @@ class CreationAndReads(StoreBase):
         visible (the caller replays or conflicts), or with ``key_hash`` when that API
         key is not valid (the job is the key's owner's)."""
         values, events = self._first_attempt(new, job_id, now, claim)
-        sql = (pg.CREATE if key_hash is None else pg.CREATE_BY_KEY)[claim is None]
+        sql = pg.CREATE if key_hash is None else pg.CREATE_BY_KEY
         params = (
             job_id,
             new.owner_id if key_hash is None else key_hash,
@@ -243,7 +243,7 @@ class CreationAndReads(StoreBase):
         if not record["created"]:
             return _existing(records, new)
         if claim is None:
-            self.hub.publish_attempt()
+            self._committed({}, True)  # an unclaimed attempt needs a runner woken
         job_row = pg.as_row(record, "j_", pg.JOB_COLUMNS)
         first = attempt_record(pg.as_row(record, "a_", pg.ATTEMPT_COLUMNS))
         job = dataclasses.replace(job_record(job_row), attempts=(first,))

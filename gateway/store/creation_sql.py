@@ -2,7 +2,9 @@
 
 ``python -m scenarios.load.compare`` runs pgbench with this script, so "onejob against its
 own database" compares the gateway with the statement it sends (``pg_round_trips.CREATE``,
-the claimed variant the fast path uses), not with a hand-written copy. Its parameters
+with the first attempt claimed, as the fast path sends it), not with a hand-written copy.
+The gateway sends ``CREATE_BY_KEY`` (the API key checked in the statement): pgbench gave
+the two the same TPS within noise (docs/benchmarks.md). Its parameters
 become pgbench expressions that make every job, attempt and key new.
 """
 
@@ -57,5 +59,5 @@ def pgbench_script() -> str:
         19: "ARRAY['job_created', 'attempt_created', 'attempt_running']",
         20: "ARRAY[" + ", ".join(_text(json.dumps(d)) for d in details) + "]",
     }
-    sql = re.sub(r"\$(\d+)", lambda m: f"({values[int(m.group(1))]})", CREATE[False])
+    sql = re.sub(r"\$(\d+)", lambda m: f"({values[int(m.group(1))]})", CREATE)
     return "\\set n random(1, 9000000000000000)\n" + " ".join(sql.split()) + ";\n"

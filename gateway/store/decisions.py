@@ -150,7 +150,7 @@ class Decisions(StoreBase):
             if job_row is None:
                 return await self._not_won(tx, attempt_id)
             job_id = job_row.id
-            tx.notified(job_id, sent=False)  # PostgreSQL: ``_tx`` sends the pg_notify
+            tx.changed(job_id)
             finish = {
                 "attempt_id": attempt_id,
                 "target": A.SUCCEEDED.value,
@@ -219,7 +219,7 @@ class Decisions(StoreBase):
         except _NotHere:
             return None
         decided = job_record(job_row, siblings)
-        self.hub.publish_job(decided.id, decided)  # as ``_tx`` does after its commit
+        self._committed({decided.id: decided}, False)  # as ``_tx`` does after its commit
         return _won(attempt_id, decided)
 
     async def _finalize_in_one_statement(
@@ -246,8 +246,7 @@ class Decisions(StoreBase):
         if not records:
             return None
         decided = pg.job_of(records)
-        # Published here as ``_tx`` does after a commit; the statement sent pg_notify.
-        self.hub.publish_job(decided.id, decided)
+        self._committed({decided.id: decided}, False)  # as ``_tx`` does after its commit
         return _won(attempt_id, decided)
 
     async def _not_won(self, tx: WriteTx, attempt_id: str) -> FinalizeResult:

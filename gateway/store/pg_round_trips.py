@@ -3,7 +3,7 @@
 Creating a job (job, first attempt, its events), or replaying the one the key already
 made, is one statement with data-modifying CTEs, run on its own (no BEGIN, no COMMIT):
 one round trip instead of five. The winning compare-and-swap (job, attempt, unsent
-siblings, events, ``pg_notify``) is one statement too, returning the decided job with its
+siblings, events) is one statement too, returning the decided job with its
 attempts: one round trip instead of four. SQLite has no data-modifying CTEs and no
 network round trips; it keeps the statements in ``statements``.
 
@@ -26,7 +26,6 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.domain.records import JobRecord
-from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
 from gateway.store.engine import pooled_connection
 from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
@@ -50,8 +49,7 @@ def _key_taken_event(job: str, fingerprint: str, now: str) -> str:
   FROM {job}"""
 
 
-def _create(notify_attempt: bool, by_key: bool) -> str:
-    notify = f"pg_notify('{ATTEMPTS_CHANNEL}', '')" if notify_attempt else "NULL::void"
+def _create(by_key: bool) -> str:
     # by_key: $2 is the caller's API key hash, not an owner. The key is read in the same
     # snapshot, and the job is its owner's; an unknown or revoked key inserts nothing.
     key = (
@@ -87,23 +85,23 @@ WITH {key}job AS (
   {_key_taken_event("old", "$4", "$10")}
 )
 SELECT true AS created, {_select("job", "j_", JOB_COLUMNS)},
-       {_select("attempt", "a_", ATTEMPT_COLUMNS)}, {notify} AS notified
+       {_select("attempt", "a_", ATTEMPT_COLUMNS)}
 FROM job, attempt
 UNION ALL
-SELECT false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}, NULL
+SELECT false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
 FROM old LEFT JOIN attempts AS a ON a.job_id = old.id
 ORDER BY a_number"""
 
 
-#: Creation, with and without waking runners elsewhere (an unclaimed attempt needs one).
+#: Creation (an unclaimed attempt's wake-up goes after the commit: ``pg_wakeups``).
 #: When the key is taken by a job this statement's snapshot sees, the same round trip
 #: returns that job (``created`` false, a row per attempt) and writes its ``replayed`` or
 #: ``conflict`` event, so a replay costs one round trip as a creation does. No row: the
 #: key's job is not visible yet (a concurrent first click committing); ``REPLAY`` reads it.
-CREATE = {n: _create(notify_attempt=n, by_key=False) for n in (True, False)}
+CREATE = _create(by_key=False)
 #: The same, for the owner of the API key whose hash is ``$2``: checking the key costs no
 #: round trip of its own. No row also when the key is unknown or revoked.
-CREATE_BY_KEY = {n: _create(notify_attempt=n, by_key=True) for n in (True, False)}
+CREATE_BY_KEY = _create(by_key=True)
 
 #: The key is taken: read the job and its attempts and write the ``replayed`` (same
 #: fingerprint) or ``conflict`` event, in one statement with one snapshot. A row per
@@ -120,9 +118,10 @@ ORDER BY a.number"""
 
 #: R5 for a running attempt as one statement, outside a transaction: lock the job, then
 #: the attempt (the order every other writer takes), compare-and-swap, move the attempt,
-#: cancel the job's unsent attempts, write the events and ``pg_notify``, and return the
-#: decided job with a row per attempt. Once the attempt is locked and seen ``running``
-#: nothing can move it, so the CAS and the attempt's move happen together or not at all;
+#: cancel the job's unsent attempts, write the events, and return the decided job with a
+#: row per attempt (its wake-up for other processes goes after: ``pg_wakeups``). Once the
+#: attempt is locked and seen ``running`` nothing can move it, so the CAS and the
+#: attempt's move happen together or not at all;
 #: ``guard`` divides by zero (aborting the statement, so nothing is written) should a CAS
 #: ever find no attempt to move.
 #:
@@ -176,7 +175,6 @@ WITH j AS (
   WHERE job_id = (SELECT id FROM cas) AND id <> $1 AND id NOT IN (SELECT id FROM unsent)
 )
 SELECT {_select("cas", "j_", JOB_COLUMNS)}, {_select("x", "a_", ATTEMPT_COLUMNS)},
-       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified,
        1 / (SELECT count(*) FROM att)::int AS guard
 FROM cas LEFT JOIN (
   SELECT * FROM att UNION ALL SELECT * FROM unsent UNION ALL SELECT * FROM others

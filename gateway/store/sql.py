@@ -53,7 +53,9 @@ class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, 
             await conn.execute(sa.text("SELECT 1"))
 
     async def close(self) -> None:
-        """Dispose of the engine."""
+        """Send the last wake-ups, then dispose of the engine."""
+        if self._wakeups is not None:
+            await self._wakeups.close()
         await self.engine.dispose()
 
 

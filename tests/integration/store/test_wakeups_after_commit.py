@@ -1,0 +1,197 @@
+"""PostgreSQL: other processes are woken after a commit, by a NOTIFY of its own.
+
+A ``pg_notify`` inside the writing transaction made its commit wait for every other
+notifying commit of the cluster (``pg_wakeups`` says why). The store now commits, then
+sends the wake-ups. What must hold: a process that is woken reads the committed change;
+the decided job comes with its wake-up on every path that decides one (one statement,
+a transaction); an unclaimed attempt wakes runners elsewhere; a wake-up that cannot be
+sent costs nothing but latency; wake-ups posted together go out in one statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from gateway.domain.records import ClaimSpec, FinalizeOutcome
+from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
+from gateway.store import SqlJobStore, open_store, pg_wakeups
+from gateway.store.engine import listen_dsn
+
+pytestmark = pytest.mark.postgres
+
+CLAIM = ClaimSpec(worker_id="w1", lease_ttl=30.0, deadline_s=30.0)
+
+
+@pytest.fixture
+def pg_url(database_url: str) -> str:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    return database_url
+
+
+@contextlib.asynccontextmanager
+async def listener(url: str) -> AsyncIterator[asyncio.Queue[tuple[str, str, str | None]]]:
+    """Another process's LISTEN: each notification, with the job's status read at once
+    on a connection of its own (None for an attempt wake-up)."""
+    dsn = listen_dsn(url)
+    assert dsn is not None
+    listen = await asyncpg.connect(dsn)
+    reader = await asyncpg.connect(dsn)
+    heard: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
+    reads: set[asyncio.Task[None]] = set()
+    one_at_a_time = asyncio.Lock()
+
+    async def read(channel: str, payload: str) -> None:
+        status = None
+        async with one_at_a_time:  # in arrival order, on the one reading connection
+            if channel == JOBS_CHANNEL:
+                status = await reader.fetchval("SELECT status FROM jobs WHERE id = $1", payload)
+            heard.put_nowait((channel, payload, status))
+
+    def on_note(_conn: object, _pid: int, channel: str, payload: str) -> None:
+        task = asyncio.get_running_loop().create_task(read(channel, payload))
+        reads.add(task)
+        task.add_done_callback(reads.discard)
+
+    await listen.add_listener(JOBS_CHANNEL, on_note)
+    await listen.add_listener(ATTEMPTS_CHANNEL, on_note)
+    try:
+        yield heard
+    finally:
+        await listen.close()
+        await reader.close()
+
+
+async def next_note(
+    heard: asyncio.Queue[tuple[str, str, str | None]],
+) -> tuple[str, str, str | None]:
+    return await asyncio.wait_for(heard.get(), 10)
+
+
+@contextlib.asynccontextmanager
+async def store_at(url: str) -> AsyncIterator[SqlJobStore]:
+    store = await open_store(url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_a_decision_in_one_statement_wakes_others_once_committed(
+    pg_url: str, make_job: Any
+) -> None:
+    async with store_at(pg_url) as store, listener(pg_url) as heard:
+        created = await store.create_or_get(make_job(key="one-statement"), CLAIM)
+        assert created.claimed is not None
+        decided = await store.finalize(created.claimed.attempt.id, {"category": "billing"})
+        assert decided.outcome is FinalizeOutcome.WON
+        channel, payload, status = await next_note(heard)
+        # The listener read the job the moment it was woken: the decision was visible.
+        assert (channel, payload, status) == (JOBS_CHANNEL, created.job.id, "succeeded")
+
+
+async def test_a_transaction_wakes_others_once_committed(pg_url: str, make_job: Any) -> None:
+    async with store_at(pg_url) as store:
+        created = await store.create_or_get(make_job(key="in-a-transaction"), CLAIM)
+        async with listener(pg_url) as heard:
+            cancelled = await store.cancel(created.job.id)
+            assert cancelled.job is not None
+            assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "cancelled")
+
+
+async def test_an_unclaimed_attempt_wakes_runners_elsewhere(pg_url: str, make_job: Any) -> None:
+    async with store_at(pg_url) as store, listener(pg_url) as heard:
+        await store.create_or_get(make_job(key="unclaimed"))
+        assert await next_note(heard) == (ATTEMPTS_CHANNEL, "", None)
+        # A claimed first attempt runs here: nobody else is woken for it.
+        await store.create_or_get(make_job(key="claimed"), CLAIM)
+        await asyncio.sleep(0.3)
+        assert heard.empty()
+
+
+async def test_the_commit_comes_first_and_the_wake_up_after_it(
+    pg_url: str, make_job: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hold the wake-up back: the decision is committed and visible without it."""
+    release = asyncio.Event()
+    send = pg_wakeups.Wakeups._send
+
+    async def held(self: pg_wakeups.Wakeups, batch: list[tuple[str, str]]) -> None:
+        await release.wait()
+        await send(self, batch)
+
+    monkeypatch.setattr(pg_wakeups.Wakeups, "_send", held)
+    async with store_at(pg_url) as store, listener(pg_url) as heard:
+        created = await store.create_or_get(make_job(key="held"), CLAIM)
+        assert created.claimed is not None
+        await store.finalize(created.claimed.attempt.id, {"category": "billing"})
+        other = await asyncpg.connect(listen_dsn(pg_url))
+        try:
+            status = await other.fetchval("SELECT status FROM jobs WHERE id = $1", created.job.id)
+        finally:
+            await other.close()
+        assert status == "succeeded"
+        await asyncio.sleep(0.2)
+        assert heard.empty()
+        release.set()
+        assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "succeeded")
+
+
+async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
+    pg_url: str, make_job: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    @contextlib.asynccontextmanager
+    async def unreachable(_engine: Any, _sql: str) -> AsyncIterator[Any]:
+        raise OSError("connection refused")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(pg_wakeups, "checkout", unreachable)
+    async with store_at(pg_url) as store, listener(pg_url) as heard:
+        created = await store.create_or_get(make_job(key="dropped"), CLAIM)
+        assert created.claimed is not None
+        decided = await store.finalize(created.claimed.attempt.id, {"category": "billing"})
+        assert decided.outcome is FinalizeOutcome.WON
+        wakeups = store._wakeups
+        assert wakeups is not None
+        await wakeups.close()
+        assert (wakeups.sent, wakeups.dropped) == (0, 1)
+        assert "wake-ups not sent" in caplog.text
+        await asyncio.sleep(0.3)
+        assert heard.empty()
+        # What the others' polls read: the decision, committed.
+        job = await store.get_job(created.job.id)
+        assert job is not None and job.status.value == "succeeded"
+
+
+async def test_wake_ups_posted_together_go_in_one_statement(pg_url: str) -> None:
+    async with store_at(pg_url) as store, listener(pg_url) as heard:
+        wakeups = store._wakeups
+        assert wakeups is not None
+        statements = 0
+        send = wakeups._send
+
+        async def counted(batch: list[tuple[str, str]]) -> None:
+            nonlocal statements
+            statements += 1
+            await send(batch)
+
+        wakeups._send = counted  # type: ignore[method-assign]
+        # Three commits finishing in one turn of the loop, one of them twice.
+        wakeups.post(["job_a"])
+        wakeups.post(["job_b", "job_a"], attempt=True)
+        wakeups.post(["job_c"])
+        await wakeups.close()
+        notes = [await next_note(heard) for _ in range(4)]
+        assert statements == 1 and wakeups.sent == 4
+        assert [(c, p) for c, p, _ in notes] == [
+            (ATTEMPTS_CHANNEL, ""),
+            (JOBS_CHANNEL, "job_a"),
+            (JOBS_CHANNEL, "job_b"),
+            (JOBS_CHANNEL, "job_c"),
+        ]
