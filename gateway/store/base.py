@@ -75,7 +75,7 @@ class StoreBase:
         #: SQLite: SQLAlchemy's own column processors, for the statements sent bare.
         self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
         #: PostgreSQL: the NOTIFYs for other processes, sent after each commit.
-        self._wakeups = None if self._sqlite else Wakeups(engine)
+        self._wakeups = None if self._sqlite else Wakeups(engine, self.hub.own_backends)
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
 
