@@ -246,7 +246,8 @@ class Decisions(StoreBase):
         if not records:
             return None
         decided = pg.job_of(records)
-        self._committed({decided.id: decided}, False)  # as ``_tx`` does after its commit
+        # This process's waiters; the statement sent the others' pg_notify itself.
+        self.hub.publish_job(decided.id, decided)
         return _won(attempt_id, decided)
 
     async def _not_won(self, tx: WriteTx, attempt_id: str) -> FinalizeResult:

@@ -3,7 +3,7 @@
 Creating a job (job, first attempt, its events), or replaying the one the key already
 made, is one statement with data-modifying CTEs, run on its own (no BEGIN, no COMMIT):
 one round trip instead of five. The winning compare-and-swap (job, attempt, unsent
-siblings, events) is one statement too, returning the decided job with its
+siblings, events, ``pg_notify``) is one statement too, returning the decided job with its
 attempts: one round trip instead of four. SQLite has no data-modifying CTEs and no
 network round trips; it keeps the statements in ``statements``.
 
@@ -26,6 +26,7 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.domain.records import JobRecord
+from gateway.notify import JOBS_CHANNEL
 from gateway.store.engine import pooled_connection
 from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
@@ -118,12 +119,12 @@ ORDER BY a.number"""
 
 #: R5 for a running attempt as one statement, outside a transaction: lock the job, then
 #: the attempt (the order every other writer takes), compare-and-swap, move the attempt,
-#: cancel the job's unsent attempts, write the events, and return the decided job with a
-#: row per attempt (its wake-up for other processes goes after: ``pg_wakeups``). Once the
-#: attempt is locked and seen ``running`` nothing can move it, so the CAS and the
-#: attempt's move happen together or not at all;
-#: ``guard`` divides by zero (aborting the statement, so nothing is written) should a CAS
-#: ever find no attempt to move.
+#: cancel the job's unsent attempts, write the events, wake the job's waiters in other
+#: processes (``pg_notify`` here, not after the commit: ``pg_wakeups`` says why), and
+#: return the decided job with a row per attempt. Once the attempt is locked and seen
+#: ``running`` nothing can move it, so the CAS and the attempt's move happen together or
+#: not at all; ``guard`` divides by zero (aborting the statement, so nothing is written)
+#: should a CAS ever find no attempt to move.
 #:
 #: The statement's snapshot is taken before it waits for the job's lock, and a sibling
 #: attempt added or moved by a transaction that committed meanwhile would be invisible
@@ -175,6 +176,7 @@ WITH j AS (
   WHERE job_id = (SELECT id FROM cas) AND id <> $1 AND id NOT IN (SELECT id FROM unsent)
 )
 SELECT {_select("cas", "j_", JOB_COLUMNS)}, {_select("x", "a_", ATTEMPT_COLUMNS)},
+       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified,
        1 / (SELECT count(*) FROM att)::int AS guard
 FROM cas LEFT JOIN (
   SELECT * FROM att UNION ALL SELECT * FROM unsent UNION ALL SELECT * FROM others

@@ -6,19 +6,28 @@ object, to keep the notification queue in commit order) and holds it through its
 flush. Notifying commits therefore wait for one another and lose group commit. pgbench on
 the store's own creation statement, 16 clients, one run: 4,280 TPS as it is, 1,731 with
 ``pg_notify`` in the statement, 3,712 with ``pg_notify`` as a statement of its own after
-it (docs/benchmarks.md). So the store commits first and notifies after, here.
+it (docs/benchmarks.md).
+
+So the store commits first and notifies after, here, for what its transactions change
+(``_tx``: they used to send a ``SELECT pg_notify`` before their COMMIT) and for a created
+attempt no runner of this process took. Those wake-ups coalesce: "an attempt was created"
+carries nothing, so a burst of creations costs one NOTIFY, and wake-ups posted while a
+send is on the wire go together in the next one, with no timer. The one exception is the
+winning decision in one statement (``pg_round_trips.FINALIZE_ALONE``): it keeps its
+``pg_notify``, because a send of its own after it cost the sync path more than the lock
+did on this machine (an extra round trip per job: +0.25 ms p50 at 1 connection, -3 % at
+16, alternated in docs/benchmarks.md), and decisions did not reach the lock's ceiling.
 
 Wake-ups are hints, never the record: the dispatcher polls (``poll_interval``) and a
 waiter re-reads (``service.WAIT_POLL_INTERVAL``) without one, and a listener that gets one
 reads a commit that is already visible. What sending after the commit costs is latency in
-one case only: the process dies between its commit and the send, and the other
-processes then find the change on their next poll instead.
+one case only: the process dies between its commit and the send, and the other processes
+then find the change on their next poll instead.
 
-Wake-ups posted while a send is on the wire go together in the next one: one round trip
-per batch, and no wake-up waits for a timer. They go on a connection of their own, taken
-from the pool once and detached from it: a pool checkout per send cost more CPU than the
-send (145 µs against 60, measured in one process). Its backend stays among the process's
-own (``track_backends``), so its echo is dropped like the pool's.
+They go on a connection of their own, taken from the pool once and detached from it: a
+pool checkout per send cost more CPU than the send (145 µs against 60, measured in one
+process). Its backend stays among the process's own (``track_backends``), so its echo is
+dropped like the pool's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """PostgreSQL: other processes are woken after a commit, by a NOTIFY of its own.
 
 A ``pg_notify`` inside the writing transaction made its commit wait for every other
-notifying commit of the cluster (``pg_wakeups`` says why). The store now commits, then
-sends the wake-ups. What must hold: a process that is woken reads the committed change;
-the decided job comes with its wake-up on every path that decides one (one statement,
-a transaction); an unclaimed attempt wakes runners elsewhere; a wake-up that cannot be
-sent costs nothing but latency; wake-ups posted together go out in one statement.
+notifying commit of the cluster (``pg_wakeups`` says why). The store's transactions and
+its creations now commit, then send their wake-ups; the winning decision in one statement
+keeps its ``pg_notify``. What must hold: a process that is woken reads the committed
+change, on every path that decides a job; an unclaimed attempt wakes runners elsewhere; a
+wake-up that cannot be sent costs nothing but latency; wake-ups posted together go out in
+one statement; a cut wake-up connection is replaced.
 """
 
 from __future__ import annotations
@@ -130,17 +131,18 @@ async def test_the_commit_comes_first_and_the_wake_up_after_it(
     async with store_at(pg_url) as store, listener(pg_url) as heard:
         created = await store.create_or_get(make_job(key="held"), CLAIM)
         assert created.claimed is not None
-        await store.finalize(created.claimed.attempt.id, {"category": "billing"})
+        cancelled = await store.cancel(created.job.id)
+        assert cancelled.job is not None
         other = await asyncpg.connect(listen_dsn(pg_url))
         try:
             status = await other.fetchval("SELECT status FROM jobs WHERE id = $1", created.job.id)
         finally:
             await other.close()
-        assert status == "succeeded"
+        assert status == "cancelled"
         await asyncio.sleep(0.2)
         assert heard.empty()
         release.set()
-        assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "succeeded")
+        assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "cancelled")
 
 
 async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
@@ -153,8 +155,8 @@ async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
     async with store_at(pg_url) as store, listener(pg_url) as heard:
         created = await store.create_or_get(make_job(key="dropped"), CLAIM)
         assert created.claimed is not None
-        decided = await store.finalize(created.claimed.attempt.id, {"category": "billing"})
-        assert decided.outcome is FinalizeOutcome.WON
+        cancelled = await store.cancel(created.job.id)
+        assert cancelled.job is not None
         wakeups = store._wakeups
         assert wakeups is not None
         await wakeups.drain()
@@ -164,7 +166,7 @@ async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
         assert heard.empty()
         # What the others' polls read: the decision, committed.
         job = await store.get_job(created.job.id)
-        assert job is not None and job.status.value == "succeeded"
+        assert job is not None and job.status.value == "cancelled"
 
 
 async def test_wake_ups_posted_together_go_in_one_statement(pg_url: str) -> None:
