@@ -14,6 +14,7 @@ codecs SQLAlchemy installs on each asyncpg connection expect.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import types
@@ -239,11 +240,29 @@ async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
         lost = not server_error or (driver is not None and driver.is_closed())
         if lost:
             # Closing the broken connection awaits the driver: SQLAlchemy's greenlet.
-            await greenlet_spawn(fairy.invalidate, exc)
+            await _to_the_end(fairy.invalidate, exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
     finally:
         pool = engine.pool
         if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
             fairy.close()
         else:  # the pool closes this one: the driver's close is awaited
-            await greenlet_spawn(fairy.close)
+            await _to_the_end(fairy.close)
+
+
+#: Connection hand-backs still running after their caller was cancelled (kept referenced).
+_HANDING_BACK: set[asyncio.Future[Any]] = set()
+
+
+async def _to_the_end(fn: Any, *args: Any) -> None:
+    """Run a pool hand-back (``close``, ``invalidate``) that awaits the driver to its end.
+
+    A caller cancelled once reaches here through ``finally``; cancelled again while the
+    driver is awaited, it would leave the connection checked out for good, and the pool
+    one connection smaller. So the hand-back runs as a task of its own that a cancellation
+    of the caller does not stop (as ``AsyncConnection.__aexit__`` does in SQLAlchemy).
+    """
+    task = asyncio.ensure_future(greenlet_spawn(fn, *args))
+    _HANDING_BACK.add(task)
+    task.add_done_callback(_HANDING_BACK.discard)
+    await asyncio.shield(task)

@@ -121,3 +121,52 @@ async def test_a_connection_that_cannot_be_opened_is_sqlalchemys_error(pg_url: s
         assert getattr(caught.value.orig, "sqlstate", None) == "3D000"
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["returned", "invalidated"])
+async def test_a_second_cancellation_during_the_hand_back_does_not_leak_the_connection(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, lost: bool
+) -> None:
+    """Cancelled once mid-statement, the caller hands the connection back in ``finally``
+    (an overflow connection's close, or a lost one's invalidation, awaits the driver);
+    cancelled again there, the hand-back still finishes and the pool gets its slot back."""
+    engine = make_engine(pg_url, pool_size=1, max_overflow=1)
+    slow = asyncio.Event()
+    real_spawn = pg.greenlet_spawn
+
+    async def slow_spawn(fn: object, *args: object) -> object:
+        slow.set()
+        await asyncio.sleep(0.3)  # the driver's close takes a while
+        return await real_spawn(fn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg, "greenlet_spawn", slow_spawn)
+
+    async def statement(driver: asyncpg.Connection) -> None:
+        if lost:
+            await driver.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        await driver.fetchval("SELECT pg_sleep(10)")
+
+    async def cancelled_twice() -> None:
+        async with pg.checkout(engine, "SELECT pg_sleep(10)") as driver:
+            await statement(driver)
+
+    try:
+        async with pg.checkout(engine, PID) as kept:  # the pool's one: the next overflows
+            task = asyncio.create_task(cancelled_twice())
+            await asyncio.sleep(0.3)
+            assert await kept.fetchval("SELECT 1") == 1
+        # The pool is full again: the overflow connection will be closed, not kept.
+        if not lost:
+            task.cancel()  # mid-statement
+        await asyncio.wait_for(slow.wait(), 10)  # in the hand-back now
+        task.cancel()  # and again
+        with pytest.raises((asyncio.CancelledError, sa.exc.DBAPIError)):
+            await task
+        for _ in range(50):  # the hand-back finishes on its own
+            if engine.pool.checkedout() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert engine.pool.checkedout() == 0
+        assert not pg._HANDING_BACK
+    finally:
+        await engine.dispose()
