@@ -1,7 +1,8 @@
 """Wake-ups without busy polling: "an attempt was created" and "job X changed".
 
 In one process the store publishes after each commit. Across processes on PostgreSQL the
-store also sends ``pg_notify`` inside the same transaction, and ``listen_postgres`` feeds
+store also sends ``pg_notify``, right after the commit (``store.pg_wakeups``; the winning
+decision in one statement sends it in that statement), and ``listen_postgres`` feeds
 those notifications into the local hub. Polling stays as the safety net (the dispatcher's
 ``poll_interval``), so a lost notification only costs latency.
 """
