@@ -66,3 +66,59 @@ def test_contract_and_provider_are_part_of_the_intention() -> None:
 def test_values_json_cannot_carry_are_refused(value: Any) -> None:
     with pytest.raises(UnfingerprintableInput):
         fingerprint("c@1", {"v": value}, None)
+
+
+#: Every code point, lone surrogates and characters beyond U+FFFF included.
+any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None))
+plain_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) - 2, max_value=2**53 + 2)
+    | any_text
+    | st.sampled_from(["", "\x00\x1f\x7f", '"\\/\b\f\n\r\t', "\u2028\u2029", "\ufeff", "é😀"]),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+def reference(value: Any) -> bytes | type[Exception]:
+    """What ``rfc8785`` writes for ``value``, or the error it raises."""
+    import rfc8785
+
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):
+        return UnfingerprintableInput
+
+
+@given(plain_values | json_values)
+def test_canonical_json_writes_exactly_what_rfc8785_writes(value: Any) -> None:
+    expected = reference(value)
+    if expected is UnfingerprintableInput:
+        with pytest.raises(UnfingerprintableInput):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"\ue000": 1, "\U0001f600": 2},  # code-point order differs from UTF-16's here
+        {"a": "\ud800"},  # a lone surrogate as a value
+        {"\udfff": 1},  # and as a key
+        {"n": 2**53 - 1, "m": -(2**53) + 1},  # the safe integers' ends
+        {"n": 2**53},  # one past
+        {"f": 1.0, "g": 1e21, "h": -0.0},  # floats: rfc8785's spelling
+        ["\x00", "\x1f", "\x7f", "\\", '"', "\u2028"],
+    ],
+)
+def test_canonical_json_matches_rfc8785_at_the_edges(value: Any) -> None:
+    expected = reference(value)
+    if expected is UnfingerprintableInput:
+        with pytest.raises(UnfingerprintableInput):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == expected
