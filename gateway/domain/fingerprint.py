@@ -49,7 +49,7 @@ def _plain(value: Any) -> bool:
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
-        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str or not (key.isascii() or max(key) <= "\uffff"):
