@@ -21,9 +21,14 @@ jsonschema-rs accepts a value python-jsonschema refuses. The known cases are kep
 A schema with either anywhere (a ``pattern``, or a ``patternProperties`` key) is checked
 by python-jsonschema alone, and so is one jsonschema-rs cannot compile (it is built
 offline: no remote ``$ref`` is fetched). The other differences go the safe way: the
-plain classes are narrower, ``$`` does not match before a final newline, NaN, the
-infinities and lone surrogates are refused or unreadable; each of those falls back to
-python-jsonschema's answer. Formats are annotations in draft 2020-12 and neither
+plain classes are narrower, NaN, the infinities and lone surrogates are refused or
+unreadable; each of those falls back to python-jsonschema's answer.
+
+One difference the judge is told about: ``$``. In ECMA-262 (without the ``m`` flag) it
+matches at the end of the text only; in Python it also matches before a final newline,
+so ``^DOC-[0-9]{4}$`` took ``"DOC-1234\n"``. The judge is built on a copy of the schema
+whose patterns say ``\\Z`` where they say ``$`` (``ecma_end``), and its messages name the
+pattern as the contract wrote it. Formats are annotations in draft 2020-12 and neither
 validator asserts them. ``tests/unit/contracts/test_contract_validation.py`` checks the
 agreement on every catalog contract.
 """
@@ -64,6 +69,71 @@ def _patterns(schema: Any) -> Iterator[str]:
             yield from _patterns(value)
 
 
+#: Keywords whose values are data, not schemas: their strings are not patterns.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: Keywords whose values map names to schemas (the names are not keywords).
+_NAMED_SCHEMAS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})
+
+
+def ecma_end(pattern: str) -> str:
+    """Return ``pattern`` with each ``$`` anchor (outside a class, unescaped) as ``\\Z``.
+
+    That is ECMA-262's ``$`` in Python's ``re``: the end of the text, not also the place
+    before a final newline. A set opening with ``]`` (``[]a]``, ``[^]a]``) is read as
+    Python reads it: the ``]`` is a member.
+    """
+    out: list[str] = []
+    i, in_set = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_set:
+            in_set = char != "]"
+        elif char == "[":
+            in_set = True
+            start = i + 1
+            if pattern.startswith("^", start):
+                start += 1
+            if pattern.startswith("]", start):  # a literal ], as Python reads it
+                out.append(pattern[i : start + 1])
+                i = start + 1
+                continue
+        elif char == "$":
+            char = "\\Z"
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _ecma_schema(schema: Any, originals: dict[str, str]) -> Any:
+    """Copy ``schema`` with every pattern through ``ecma_end``; remember each original."""
+    if isinstance(schema, list):
+        return [_ecma_schema(item, originals) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    copy: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _DATA_KEYWORDS:
+            copy[key] = value
+        elif key == "pattern" and isinstance(value, str):
+            copy[key] = ecma_end(value)
+            originals[copy[key]] = value
+        elif key == "patternProperties" and isinstance(value, Mapping):
+            copy[key] = {}
+            for name, sub in value.items():
+                translated = ecma_end(name) if isinstance(name, str) else name
+                originals[translated] = name
+                copy[key][translated] = _ecma_schema(sub, originals)
+        elif key in _NAMED_SCHEMAS and isinstance(value, Mapping):
+            copy[key] = {name: _ecma_schema(sub, originals) for name, sub in value.items()}
+        else:
+            copy[key] = _ecma_schema(value, originals)
+    return copy
+
+
 def _fast_path_safe(schema: Any) -> bool:
     """Say whether jsonschema-rs may answer "valid" for ``schema`` (module docstring)."""
     if _uses(schema, "multipleOf"):
@@ -74,11 +144,13 @@ def _fast_path_safe(schema: Any) -> bool:
 class CompiledSchema:
     """One draft 2020-12 schema, compiled for both validators."""
 
-    __slots__ = ("_fast", "judge")
+    __slots__ = ("_fast", "_originals", "judge")
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        #: python-jsonschema's validator: decides every value the fast path does not accept.
-        self.judge = jsonschema.Draft202012Validator(schema)
+        #: python-jsonschema's validator: decides every value the fast path does not accept
+        #: (on the schema with ECMA-262's ``$``: ``ecma_end``).
+        self._originals: dict[str, str] = {}
+        self.judge = jsonschema.Draft202012Validator(_ecma_schema(schema, self._originals))
         self._fast: Any = None
         if _fast_path_safe(schema):
             try:
@@ -102,4 +174,15 @@ class CompiledSchema:
         if self.accepts_fast(value):
             return iter(())
         found = sorted(self.judge.iter_errors(value), key=lambda e: list(e.absolute_path))
+        for error in found:
+            self._as_written(error)
         return iter(found)
+
+    def _as_written(self, error: jsonschema.ValidationError) -> None:
+        """Name the pattern in ``error`` (and its causes) as the schema wrote it."""
+        if error.validator == "pattern" and error.validator_value in self._originals:
+            original = self._originals[error.validator_value]
+            error.message = f"{error.instance!r} does not match {original!r}"
+            error.validator_value = original
+        for cause in error.context or ():
+            self._as_written(cause)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import contracts.validation as validation
 from contracts.catalog import load_catalog
-from contracts.validation import CompiledSchema
+from contracts.validation import CompiledSchema, ecma_end
 
 CATALOG = load_catalog()
 CONTRACTS = sorted(CATALOG.keys())
@@ -92,14 +92,66 @@ def test_what_the_fast_path_accepts_the_judge_accepts(name: str, data: st.DataOb
     _fast_implies_judge(CompiledSchema(contract.output_schema), data.draw(json_values))
 
 
-def test_the_judge_decides_what_the_fast_path_refuses() -> None:
-    """ECMA-262 ``$`` refuses a final newline; python-jsonschema (``re.search``) takes it.
-    The answer stays python-jsonschema's."""
+def test_the_judge_reads_dollar_as_ecma_262_does() -> None:
+    """ECMA-262 ``$`` refuses a final newline, and so does the judge now (Python's ``$``
+    took ``"EUR\\n"``); its message names the pattern as the schema wrote it."""
     schema = {"type": "string", "pattern": "^[A-Z]{3}$"}
     check = CompiledSchema(schema)
     assert not check.accepts_fast("EUR\n")
-    assert list(check.errors("EUR\n")) == []
-    assert [e.validator for e in check.errors("EURO")] == ["pattern"]
+    assert [e.message for e in check.errors("EUR\n")] == ["'EUR\\n' does not match '^[A-Z]{3}$'"]
+    assert [e.validator_value for e in check.errors("EURO")] == ["^[A-Z]{3}$"]
+    assert list(check.errors("EUR")) == []
+
+
+def test_every_catalog_pattern_refuses_a_final_newline() -> None:
+    """What the catalog's own cases hold, with a newline after a patterned string, fails."""
+    checked = 0
+    for name in CONTRACTS:
+        contract = CATALOG.get(name)
+        for prop, spec in contract.input_schema.get("properties", {}).items():
+            pattern = spec.get("pattern") if isinstance(spec, dict) else None
+            if not pattern or not pattern.endswith("$"):
+                continue
+            case = next((c for c in contract.cases if isinstance(c.input.get(prop), str)), None)
+            if case is None:
+                continue
+            bad = {**case.input, prop: case.input[prop] + "\n"}
+            assert contract.validate_input(case.input) == [], (name, prop)
+            assert contract.validate_input(bad), (name, prop)
+            checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("^[A-Z]{3}$", r"^[A-Z]{3}\Z"),
+        (r"a\$b$", r"a\$b\Z"),  # an escaped $ is a dollar sign
+        (r"\\$", r"\\\Z"),  # an escaped backslash, then the anchor
+        ("[$]x$", r"[$]x\Z"),  # in a set, $ is a member
+        ("[]$]$", r"[]$]\Z"),  # a set opening with ] (as Python reads it)
+        ("[^]$]$", r"[^]$]\Z"),
+        ("(a$|b$)", r"(a\Z|b\Z)"),
+        ("no anchor", "no anchor"),
+    ],
+)
+def test_ecma_end_turns_only_the_anchor(pattern: str, expected: str) -> None:
+    assert ecma_end(pattern) == expected
+
+
+def test_pattern_properties_and_data_keep_their_meaning() -> None:
+    """``patternProperties`` keys are patterns too (and ``additionalProperties`` reads
+    them); ``const``, ``enum`` and ``properties`` names are not."""
+    schema = {
+        "type": "object",
+        "properties": {"pattern": {"const": {"pattern": "a$"}}},
+        "patternProperties": {"^x-[a-z]+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    check = CompiledSchema(schema)
+    assert list(check.errors({"x-ok": 1, "pattern": {"pattern": "a$"}})) == []
+    assert [e.validator for e in check.errors({"x-ok\n": 1})] == ["additionalProperties"]
+    assert [e.validator for e in check.errors({"pattern": {"pattern": "a\\Z"}})] == ["const"]
 
 
 def test_multiple_of_keeps_to_the_judge() -> None:
