@@ -15,9 +15,10 @@ codecs SQLAlchemy installs on each asyncpg connection expect.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import types
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -204,14 +205,10 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
-def checkout(engine: AsyncEngine, sql: str) -> Checkout:
-    """Return ``async with`` for a pooled asyncpg connection to run ``sql`` on (``Checkout``)."""
-    return Checkout(engine, sql)
-
-
-class Checkout:
-    """A pooled asyncpg connection for one statement outside a transaction; its errors are
-    raised as SQLAlchemy's.
+@contextlib.asynccontextmanager
+async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
+    """Yield a pooled asyncpg connection for one statement outside a transaction; raise
+    its errors as SQLAlchemy's do.
 
     The connection comes from the engine's pool (its checkout events, the idle ping
     included, still run), without an SQLAlchemy ``Connection`` around it: building that,
@@ -222,53 +219,35 @@ class Checkout:
     overflow connection, which the pool closes) does it go through SQLAlchemy's greenlet.
 
     A lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
-    drops it), and every caller above handles one kind of database error. A class, not
-    an ``asynccontextmanager``: its generator and wrapper were 4 % of a creation's CPU
-    samples, on every hot statement.
+    drops it), and every caller above handles one kind of database error.
     """
-
-    __slots__ = ("_engine", "_fairy", "_sql")
-
-    def __init__(self, engine: AsyncEngine, sql: str) -> None:
-        self._engine = engine
-        self._sql = sql
-        self._fairy: Any = None
-
-    async def __aenter__(self) -> Any:
-        self._fairy = await pooled_connection(self._engine)
-        return self._fairy.driver_connection
-
-    async def __aexit__(self, _type: Any, exc: BaseException | None, _tb: Any) -> None:
-        fairy, self._fairy = self._fairy, None
-        try:
-            if isinstance(exc, Exception):
-                await self._raise_as_sqlalchemy(fairy, exc)
-        finally:
-            pool = self._engine.pool
-            if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
-                fairy.close()
-            else:  # the pool closes this one: the driver's close is awaited
-                await _to_the_end(fairy.close)
-
-    async def _raise_as_sqlalchemy(self, fairy: Any, exc: Exception) -> None:
-        """Raise a driver's or the network's error as a ``DBAPIError``; leave others be."""
+    fairy = await pooled_connection(engine)
+    driver = fairy.driver_connection
+    try:
+        yield driver
+    except Exception as exc:
         import asyncpg
 
         from_driver = type(exc).__module__.startswith("asyncpg")
         if not (from_driver or isinstance(exc, OSError | TimeoutError)):
-            return  # raised on as it is
+            raise
         # A server error (a constraint, a bad statement) leaves the connection usable;
         # anything else (a cut socket, "cannot switch to state", a closed connection,
         # an admin shutdown) means it is not, and the pool must not hand it out again.
         server_error = isinstance(exc, asyncpg.PostgresError) and not isinstance(
             exc, asyncpg.PostgresConnectionError | asyncpg.AdminShutdownError
         )
-        driver = fairy.driver_connection
         lost = not server_error or (driver is not None and driver.is_closed())
         if lost:
             # Closing the broken connection awaits the driver: SQLAlchemy's greenlet.
             await _to_the_end(fairy.invalidate, exc)
-        raise sa.exc.DBAPIError(self._sql, None, exc, connection_invalidated=lost) from exc
+        raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
+    finally:
+        pool = engine.pool
+        if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
+            fairy.close()
+        else:  # the pool closes this one: the driver's close is awaited
+            await _to_the_end(fairy.close)
 
 
 #: Connection hand-backs still running after their caller was cancelled (kept referenced).
