@@ -16,6 +16,7 @@ runner sleeps until the hub says an attempt was created, or ``poll_interval`` pa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -35,7 +36,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptReason, AttemptState
 from gateway.metrics import AttemptOutcome, Metrics
-from gateway.notify import ChangeHub, set_within
+from gateway.notify import ChangeHub
 from gateway.settings import Settings
 from providers.base import Provider, ProviderRequest, ProviderResult
 from providers.config import ProviderConfig
@@ -263,7 +264,8 @@ class Dispatcher:
         return task
 
     async def _rest(self, seconds: float) -> None:
-        await set_within(self._stopping, seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def run_once(self) -> bool:
         """Claim one attempt and run it to its outcome; say whether there was one."""
@@ -533,7 +535,9 @@ class Dispatcher:
         """Renew the lease every third of its TTL until the outcome is committed."""
         every = self.config.lease_ttl / 3
         while True:
-            if await set_within(done, every):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), every)
+            if done.is_set():
                 return
             try:
                 held = await self.store.renew_lease(
@@ -556,7 +560,8 @@ class Dispatcher:
         """After ``hedge_after_s`` with the call still in flight, race it on the first fallback."""
         route = self.settings.route_for(job.contract)
         assert route is not None and route.hedge_after_s is not None
-        await set_within(done, route.hedge_after_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), route.hedge_after_s)
         if done.is_set() or self._stopping.is_set():
             return
         target = self.routes.hedge_target(job, attempt, self.catalog[job.contract])

@@ -21,24 +21,6 @@ ATTEMPTS_CHANNEL = "onejob_attempts"
 JOBS_CHANNEL = "onejob_jobs"
 
 
-async def set_within(event: asyncio.Event, seconds: float) -> bool:
-    """Wait up to ``seconds`` for ``event``; say whether it is set.
-
-    ``asyncio.timeout`` around the wait, not ``asyncio.wait_for``: on Python 3.11 that
-    wraps the wait in a task of its own (created, scheduled, and cancelled or awaited),
-    and a sync job waits like this three times (its waiter, its runner's lease renewal,
-    the runners' wake-up).
-    """
-    if event.is_set():
-        return True
-    try:
-        async with asyncio.timeout(seconds):
-            await event.wait()
-    except TimeoutError:
-        return event.is_set()
-    return True
-
-
 class JobWatch:
     """One waiter's view of a job: set when it changed, with the record when known."""
 
@@ -52,7 +34,9 @@ class JobWatch:
 
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a change; say whether one came (and reset)."""
-        if not await set_within(self.changed, timeout):
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except TimeoutError:
             return False
         self.changed.clear()
         return True
@@ -93,7 +77,9 @@ class ChangeHub:
 
     async def wait_attempt(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for an attempt wake-up; say whether one came."""
-        if not await set_within(self._attempt_event, timeout):
+        try:
+            await asyncio.wait_for(self._attempt_event.wait(), timeout)
+        except TimeoutError:
             return False
         self._attempt_event.clear()
         return True
