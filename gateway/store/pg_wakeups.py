@@ -65,7 +65,7 @@ class Wakeups:
         self._jobs: dict[str, None] = {}  # an ordered set: job ids changed, not yet sent
         self._attempt = False  # an unclaimed attempt was created, not yet announced
         self._sending: asyncio.Task[None] | None = None
-        self.sent = 0  #: notifications sent (for tests and metrics)
+        self.sent = 0  #: notifications sent (tests read these two)
         self.dropped = 0  #: notifications a failed send lost (the poll finds those changes)
 
     def post(self, jobs: Iterable[str] = (), *, attempt: bool = False) -> None:
@@ -114,13 +114,19 @@ class Wakeups:
             self._conn = conn
         return self._conn
 
-    async def _drop_connection(self) -> None:
+    async def _drop_connection(self, *, goodbye: bool = False) -> None:
+        """Forget the connection and its backend; close it (``goodbye``) or cut it."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
         self._own_backends.discard(conn.get_server_pid())
-        if not conn.is_closed():
-            conn.terminate()  # no goodbye owed to a connection that just failed
+        if conn.is_closed():
+            return
+        if goodbye:
+            with contextlib.suppress(Exception):  # else cut below: the server drops it too
+                await asyncio.wait_for(conn.close(), CLOSE_TIMEOUT)
+                return
+        conn.terminate()  # no goodbye owed to a connection that just failed
 
     async def drain(self) -> None:
         """Wait until what is posted is sent (or dropped), within ``CLOSE_TIMEOUT``."""
@@ -137,10 +143,4 @@ class Wakeups:
     async def close(self) -> None:
         """Send what is posted, then close the connection (before the engine goes)."""
         await self.drain()
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.is_closed():
-            self._own_backends.discard(conn.get_server_pid())
-            try:
-                await asyncio.wait_for(conn.close(), CLOSE_TIMEOUT)
-            except Exception:  # closing anyway: the server drops it with the socket
-                conn.terminate()
+        await self._drop_connection(goodbye=True)

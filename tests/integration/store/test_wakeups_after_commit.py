@@ -21,7 +21,7 @@ import pytest
 
 from gateway.domain.records import ClaimSpec, FinalizeOutcome
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
-from gateway.store import SqlJobStore, open_store, pg_wakeups
+from gateway.store import SqlJobStore, pg_wakeups
 from gateway.store.engine import listen_dsn
 
 pytestmark = pytest.mark.postgres
@@ -75,19 +75,10 @@ async def next_note(
     return await asyncio.wait_for(heard.get(), 10)
 
 
-@contextlib.asynccontextmanager
-async def store_at(url: str) -> AsyncIterator[SqlJobStore]:
-    store = await open_store(url)
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 async def test_a_decision_in_one_statement_wakes_others_once_committed(
-    pg_url: str, make_job: Any
+    pg_url: str, store: SqlJobStore, make_job: Any
 ) -> None:
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+    async with listener(pg_url) as heard:
         created = await store.create_or_get(make_job(key="one-statement"), CLAIM)
         assert created.claimed is not None
         decided = await store.finalize(created.claimed.attempt.id, {"category": "billing"})
@@ -97,17 +88,20 @@ async def test_a_decision_in_one_statement_wakes_others_once_committed(
         assert (channel, payload, status) == (JOBS_CHANNEL, created.job.id, "succeeded")
 
 
-async def test_a_transaction_wakes_others_once_committed(pg_url: str, make_job: Any) -> None:
-    async with store_at(pg_url) as store:
-        created = await store.create_or_get(make_job(key="in-a-transaction"), CLAIM)
-        async with listener(pg_url) as heard:
-            cancelled = await store.cancel(created.job.id)
-            assert cancelled.job is not None
-            assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "cancelled")
+async def test_a_transaction_wakes_others_once_committed(
+    pg_url: str, store: SqlJobStore, make_job: Any
+) -> None:
+    created = await store.create_or_get(make_job(key="in-a-transaction"), CLAIM)
+    async with listener(pg_url) as heard:
+        cancelled = await store.cancel(created.job.id)
+        assert cancelled.job is not None
+        assert await next_note(heard) == (JOBS_CHANNEL, created.job.id, "cancelled")
 
 
-async def test_an_unclaimed_attempt_wakes_runners_elsewhere(pg_url: str, make_job: Any) -> None:
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+async def test_an_unclaimed_attempt_wakes_runners_elsewhere(
+    pg_url: str, store: SqlJobStore, make_job: Any
+) -> None:
+    async with listener(pg_url) as heard:
         await store.create_or_get(make_job(key="unclaimed"))
         assert await next_note(heard) == (ATTEMPTS_CHANNEL, "", None)
         # A claimed first attempt runs here: nobody else is woken for it.
@@ -117,7 +111,7 @@ async def test_an_unclaimed_attempt_wakes_runners_elsewhere(pg_url: str, make_jo
 
 
 async def test_the_commit_comes_first_and_the_wake_up_after_it(
-    pg_url: str, make_job: Any, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, store: SqlJobStore, make_job: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Hold the wake-up back: the decision is committed and visible without it."""
     release = asyncio.Event()
@@ -128,7 +122,7 @@ async def test_the_commit_comes_first_and_the_wake_up_after_it(
         await send(self, batch)
 
     monkeypatch.setattr(pg_wakeups.Wakeups, "_send", held)
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+    async with listener(pg_url) as heard:
         created = await store.create_or_get(make_job(key="held"), CLAIM)
         assert created.claimed is not None
         cancelled = await store.cancel(created.job.id)
@@ -146,13 +140,17 @@ async def test_the_commit_comes_first_and_the_wake_up_after_it(
 
 
 async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
-    pg_url: str, make_job: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    pg_url: str,
+    store: SqlJobStore,
+    make_job: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def unreachable(_engine: Any) -> Any:
         raise OSError("connection refused")
 
     monkeypatch.setattr(pg_wakeups, "pooled_connection", unreachable)
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+    async with listener(pg_url) as heard:
         created = await store.create_or_get(make_job(key="dropped"), CLAIM)
         assert created.claimed is not None
         cancelled = await store.cancel(created.job.id)
@@ -169,8 +167,10 @@ async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
         assert job is not None and job.status.value == "cancelled"
 
 
-async def test_wake_ups_posted_together_go_in_one_statement(pg_url: str) -> None:
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+async def test_wake_ups_posted_together_go_in_one_statement(
+    pg_url: str, store: SqlJobStore
+) -> None:
+    async with listener(pg_url) as heard:
         wakeups = store._wakeups
         assert wakeups is not None
         statements = 0
@@ -199,8 +199,9 @@ async def test_wake_ups_posted_together_go_in_one_statement(pg_url: str) -> None
 
 async def test_a_lost_wake_up_connection_is_replaced_and_its_backend_forgotten(
     pg_url: str,
+    store: SqlJobStore,
 ) -> None:
-    async with store_at(pg_url) as store, listener(pg_url) as heard:
+    async with listener(pg_url) as heard:
         wakeups = store._wakeups
         assert wakeups is not None
         wakeups.post(["job_before"])
