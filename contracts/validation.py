@@ -179,10 +179,19 @@ class CompiledSchema:
         return iter(found)
 
     def _as_written(self, error: jsonschema.ValidationError) -> None:
-        """Name the pattern in ``error`` (and its causes) as the schema wrote it."""
+        """Name the patterns in ``error`` (and its causes) as the schema wrote them."""
         if error.validator == "pattern" and error.validator_value in self._originals:
             original = self._originals[error.validator_value]
             error.message = f"{error.instance!r} does not match {original!r}"
             error.validator_value = original
+        elif error.validator == "additionalProperties" and isinstance(error.schema, Mapping):
+            # "'b' does not match any of the regexes: '^a\\Z'": the judge lists its
+            # (translated) ``patternProperties`` keys, sorted, at the end of the message.
+            keys = error.schema.get("patternProperties")
+            if isinstance(keys, Mapping) and all(isinstance(k, str) for k in keys):
+                judged = ", ".join(repr(k) for k in sorted(keys))
+                written = ", ".join(repr(k) for k in sorted(self._originals.get(k, k) for k in keys))
+                if error.message.endswith(judged):
+                    error.message = error.message[: len(error.message) - len(judged)] + written
         for cause in error.context or ():
             self._as_written(cause)

@@ -154,6 +154,24 @@ def test_pattern_properties_and_data_keep_their_meaning() -> None:
     assert [e.validator for e in check.errors({"pattern": {"pattern": "a\\Z"}})] == ["const"]
 
 
+def test_additional_properties_names_the_patterns_as_written() -> None:
+    """Refusing an extra key, the judge lists the ``patternProperties`` keys; they are
+    the contract's, not the ``\\Z`` copies the judge runs on."""
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x-[a-z]+$": {}, "^id$": {}},
+        "additionalProperties": False,
+    }
+    check = CompiledSchema(schema)
+    assert [e.message for e in check.errors({"b": 1})] == [
+        "'b' does not match any of the regexes: '^id$', '^x-[a-z]+$'"
+    ]
+    nested = CompiledSchema({"type": "object", "properties": {"meta": schema}})
+    assert [e.message for e in nested.errors({"meta": {"x-a\n": 1, "c": 2}})] == [
+        "'c', 'x-a\\n' do not match any of the regexes: '^id$', '^x-[a-z]+$'"
+    ]
+
+
 def test_multiple_of_keeps_to_the_judge() -> None:
     """python-jsonschema refuses 0.07 as a multiple of 0.01 (float division); jsonschema-rs
     accepts it. A schema with ``multipleOf`` anywhere never takes the fast path."""
