@@ -190,7 +190,8 @@ class CompiledSchema:
             keys = error.schema.get("patternProperties")
             if isinstance(keys, Mapping) and all(isinstance(k, str) for k in keys):
                 judged = ", ".join(repr(k) for k in sorted(keys))
-                written = ", ".join(repr(k) for k in sorted(self._originals.get(k, k) for k in keys))
+                as_written = sorted(self._originals.get(k, k) for k in keys)
+                written = ", ".join(repr(k) for k in as_written)
                 if error.message.endswith(judged):
                     error.message = error.message[: len(error.message) - len(judged)] + written
         for cause in error.context or ():
