@@ -190,7 +190,7 @@ class CompiledSchema:
             keys = error.schema.get("patternProperties")
             if isinstance(keys, Mapping) and all(isinstance(k, str) for k in keys):
                 judged = ", ".join(repr(k) for k in sorted(keys))
-                as_written = sorted(self._originals.get(k, k) for k in keys)
+                as_written = sorted(self._originals.get(str(k), str(k)) for k in keys)
                 written = ", ".join(repr(k) for k in as_written)
                 if error.message.endswith(judged):
                     error.message = error.message[: len(error.message) - len(judged)] + written

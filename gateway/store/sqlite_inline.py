@@ -92,6 +92,9 @@ class InlineConnection(aiosqlite.Connection):
         super().__init__(connector, iter_chunk_size=64)
         self._tx = _RunNow()  # type: ignore[assignment]
         self._busy_timeout = busy_timeout
+        #: The SQL of the last statement that failed here (None: none since it was reset),
+        #: so an error raised out of a transaction names the statement that broke it.
+        self.failed_statement: str | None = None
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self._running or self._connection is None:
@@ -103,13 +106,17 @@ class InlineConnection(aiosqlite.Connection):
             repeatable = _repeatable(conn, fn, args)
             try:
                 return fn(*args, **kwargs)
-            except sqlite3.OperationalError as exc:
-                if not repeatable or exc.sqlite_errorcode not in _WAITABLE:
-                    raise
+            except sqlite3.Error as exc:
+                waitable = (
+                    repeatable
+                    and isinstance(exc, sqlite3.OperationalError)
+                    and exc.sqlite_errorcode in _WAITABLE
+                )
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self._busy_timeout
-                if now >= deadline:
+                if not waitable or now >= deadline:
+                    self.failed_statement = args[0] if args and isinstance(args[0], str) else None
                     raise
                 await asyncio.sleep(min(pause, deadline - now))
                 pause = min(pause * 2, BUSY_MAX_SLEEP)

@@ -155,12 +155,14 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[Any]:
     statement = "BEGIN IMMEDIATE"
     try:
         await driver.execute(statement)
-        statement = "(the transaction's statements)"
+        statement = "(the transaction's statements)"  # unless one of them is named
+        driver.failed_statement = None
         try:
             yield driver
-            statement = "COMMIT"
+            statement, driver.failed_statement = "COMMIT", None
             await driver.commit()
         except BaseException:
+            statement = driver.failed_statement or statement  # the one that broke it
             with contextlib.suppress(sqlite3.Error):
                 await driver.rollback()
             raise

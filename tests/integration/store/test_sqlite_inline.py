@@ -221,3 +221,24 @@ async def test_a_database_that_is_not_in_wal_mode_keeps_sqlite_own_busy_handler(
         finally:
             await engine.dispose()
     assert "journal_mode is memory, not wal" in caplog.text
+
+
+async def test_a_failed_statement_in_a_write_transaction_is_named(sqlite_url: str) -> None:
+    """The error out of ``write_transaction`` names the statement that broke it (not
+    "the transaction's statements"), and the transaction is rolled back."""
+    from gateway.store.sqlite_round_trips import write_transaction
+
+    engine = make_engine(sqlite_url)
+    bad = "INSERT INTO api_keys (id) VALUES ('k1')"  # the other columns are NOT NULL
+    try:
+        with pytest.raises(sa.exc.IntegrityError) as raised:
+            async with write_transaction(engine) as driver:
+                await driver.execute("CREATE TABLE scratch (x INTEGER)")
+                await driver.execute(bad)
+        assert raised.value.statement == bad
+        assert "NOT NULL" in str(raised.value.orig)
+        async with engine.connect() as conn:  # rolled back: the first statement too
+            names = await conn.execute(sa.text("SELECT name FROM sqlite_master"))
+            assert "scratch" not in set(names.scalars())
+    finally:
+        await engine.dispose()
