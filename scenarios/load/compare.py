@@ -60,8 +60,9 @@ REPLAY_KEYS = 2000
 SOAK_STEP = 30.0  # seconds between RSS samples in the soak
 #: wrk connections of the 2 s warm-up before each gateway's runs (the most any run uses).
 WARM_CONNECTIONS = 16
-#: Alternated rounds of P4 (empty, seeded; then seeded, empty; ...).
-P4_ROUNDS = 3
+#: Alternated rounds of P4 (empty, seeded; then seeded, empty; ...). With 3, one slow
+#: round on this shared host moved the median past the 10 % the goal allows.
+P4_ROUNDS = 5
 WRK_THREADS = 2
 #: Goals of issue 9 (ratios and floors), printed beside the figures.
 GOALS = {
@@ -434,7 +435,7 @@ async def p4_rounds(
     Measured one after the other, the two p99s were minutes apart, and this shared host's
     drift between them was larger than the 10 % the goal allows (the empty table's p99
     was often the higher one). Both gateways stay up and the rounds alternate (E S, S E,
-    E S), so drift falls on both sides; P4 is the median seeded p99 over the median
+    E S, ...), so drift falls on both sides; P4 is the median seeded p99 over the median
     empty one.
     """
     out: dict[str, Any] = {}
