@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -144,14 +145,30 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
+def host_busy_s() -> float:
+    """Return the CPU seconds every core of this host has spent not idle, so far."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """Return the user+system CPU seconds of this process's children that have ended."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(
     base: str, script: Path, *, connections: int, duration: float, prefix: str, pid: int
 ) -> dict[str, Any]:
-    """Run wrk against the gateway and add the gateway's CPU time per good answer."""
-    before = tree_cpu_s(pid)
+    """Run wrk against the gateway; add the CPU time per good answer of the gateway, of
+    wrk, and of the whole host (the rest is the database's, and the upstream's)."""
+    before, host, kids = tree_cpu_s(pid), host_busy_s(), children_cpu_s()
     result = run_wrk(base, script, connections=connections, duration=duration, prefix=prefix)
-    spent = tree_cpu_s(pid) - before
-    result["gateway_cpu_ms_per_request"] = round(spent * 1000 / max(result["ok"], 1), 3)
+    ok = max(result["ok"], 1)
+    result["gateway_cpu_ms_per_request"] = round((tree_cpu_s(pid) - before) * 1000 / ok, 3)
+    result["wrk_cpu_ms_per_request"] = round((children_cpu_s() - kids) * 1000 / ok, 3)
+    result["host_cpu_ms_per_request"] = round((host_busy_s() - host) * 1000 / ok, 3)
     return result
 
 
@@ -249,6 +266,7 @@ def pgbench(url: str, clients: int, duration: float, work: Path) -> dict[str, An
 
     script = work / "create.sql"
     script.write_text(pgbench_script(), encoding="utf-8")
+    host = host_busy_s()
     out = subprocess.run(
         [
             "pgbench",
@@ -270,14 +288,18 @@ def pgbench(url: str, clients: int, duration: float, work: Path) -> dict[str, An
         check=False,
         timeout=duration + 60,
     )
+    busy = host_busy_s() - host
     tps = re.search(r"tps = ([\d.]+)", out.stdout)
     lat = re.search(r"latency average = ([\d.]+) ms", out.stdout)
+    done = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
     if tps is None:
         raise SystemExit(f"pgbench failed:\n{out.stdout}\n{out.stderr}")
     return {
         "clients": clients,
         "tps": round(float(tps.group(1)), 1),
         "latency_avg_ms": float(lat.group(1)) if lat else None,
+        # PostgreSQL's and pgbench's together, per transaction.
+        "host_cpu_ms_per_txn": round(busy * 1000 / int(done.group(1)), 3) if done else None,
     }
 
 
@@ -638,6 +660,12 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         if "pgbench" in db:
             by_clients = {p["clients"]: p for p in db["pgbench"]}
             r["P1_creation_vs_pgbench_16"] = round(creation["rps"] / by_clients[16]["tps"], 3)
+            # Both CPU-bound on one host: P1 is about the inverse of this.
+            per_txn = by_clients[16].get("host_cpu_ms_per_txn")
+            if per_txn and creation.get("host_cpu_ms_per_request"):
+                r["P1_host_cpu_creation_vs_pgbench_txn"] = round(
+                    creation["host_cpu_ms_per_request"] / per_txn, 2
+                )
             # Two commits per sync job (create, decide) cannot take less than this.
             r["P3_commit_floor_ms"] = round(2 * (by_clients[1]["latency_avg_ms"] or 0), 3)
         r["P1_replay_vs_creation"] = round(db["replay_16"]["rps"] / max(creation["rps"], 0.1), 3)
@@ -677,6 +705,17 @@ def summary(report: dict[str, Any]) -> str:
                 f"[{kind}] P1 creation {c16['rps']} req/s = {r['P1_creation_vs_pgbench_16']}x"
                 f" pgbench at 16 (goal >= {GOALS['P1_creation_vs_pgbench']}x)"
             )
+            if "P1_host_cpu_creation_vs_pgbench_txn" in r:
+                pgb = {p["clients"]: p for p in db["pgbench"]}[16]
+                rest = c16["host_cpu_ms_per_request"] - c16["gateway_cpu_ms_per_request"]
+                lines.append(
+                    f"[{kind}]   host CPU per creation {c16['host_cpu_ms_per_request']} ms"
+                    f" (gateway {c16['gateway_cpu_ms_per_request']}, wrk"
+                    f" {c16['wrk_cpu_ms_per_request']}, the rest, mostly the database,"
+                    f" {rest - c16['wrk_cpu_ms_per_request']:.3f}) ="
+                    f" {r['P1_host_cpu_creation_vs_pgbench_txn']}x pgbench's"
+                    f" {pgb['host_cpu_ms_per_txn']} ms per transaction"
+                )
         else:
             lines.append(f"[{kind}] creation {c16['rps']} req/s at 16 connections")
         lines.append(

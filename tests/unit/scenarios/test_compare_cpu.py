@@ -1,0 +1,73 @@
+"""The comparison's CPU accounting: per good answer, the gateway's, wrk's and the host's,
+and P1's cause beside it (the host CPU a creation costs against pgbench's transaction)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenarios.load import compare
+
+
+def test_host_busy_time_counts_this_process_spinning() -> None:
+    before = compare.host_busy_s()
+    ends = time.process_time() + 0.3
+    while time.process_time() < ends:
+        pass
+    assert compare.host_busy_s() - before >= 0.2  # ticks of 10 ms: allow a little
+
+
+def test_measure_divides_each_cpu_by_the_good_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    clocks = {"tree": iter([10.0, 12.0]), "host": iter([100.0, 105.0]), "kids": iter([1.0, 1.5])}
+    monkeypatch.setattr(compare, "tree_cpu_s", lambda pid: next(clocks["tree"]))
+    monkeypatch.setattr(compare, "host_busy_s", lambda: next(clocks["host"]))
+    monkeypatch.setattr(compare, "children_cpu_s", lambda: next(clocks["kids"]))
+    monkeypatch.setattr(compare, "run_wrk", lambda *a, **kw: {"ok": 1000, "rps": 500.0})
+    out = compare.measure("http://x", Path("s.lua"), connections=16, duration=2, prefix="c", pid=1)
+    assert out["gateway_cpu_ms_per_request"] == 2.0
+    assert out["wrk_cpu_ms_per_request"] == 0.5
+    assert out["host_cpu_ms_per_request"] == 5.0
+
+
+def run(rps: float, **extra: Any) -> dict[str, Any]:
+    return {"rps": rps, "p50_ms": 1.0, "p99_ms": 3.0, "bad": 0, "socket_errors": 0, **extra}
+
+
+def test_p1_is_read_beside_the_host_cpu_of_a_creation() -> None:
+    creation = run(
+        1000.0,
+        gateway_cpu_ms_per_request=0.6,
+        wrk_cpu_ms_per_request=0.05,
+        host_cpu_ms_per_request=1.2,
+    )
+    report: dict[str, Any] = {
+        "commit": "abc",
+        "loadavg_at_start": [0.1],
+        "loadavg_at_end": [0.2],
+        "upstream_16": run(80000.0),
+        "upstream_1": run(9000.0),
+        "databases": [
+            {
+                "database": "postgresql",
+                "workers": 1,
+                "pgbench": [
+                    {"clients": 1, "tps": 1500.0, "latency_avg_ms": 0.6},
+                    {"clients": 16, "tps": 4000.0, "host_cpu_ms_per_txn": 0.4},
+                ],
+                "creation_16": creation,
+                "replay_16": run(1100.0, gateway_cpu_ms_per_request=0.5),
+                "sync_16": run(400.0, gateway_cpu_ms_per_request=2.0),
+                "sync_1": run(200.0),
+                "gateway_rss_kib": {"after_warmup": 102400, "after_runs": 102400},
+            }
+        ],
+    }
+    report["ratios"] = compare.ratios(report)
+    assert report["ratios"]["postgresql"]["P1_creation_vs_pgbench_16"] == 0.25
+    assert report["ratios"]["postgresql"]["P1_host_cpu_creation_vs_pgbench_txn"] == 3.0
+    text = compare.summary(report)
+    assert "host CPU per creation 1.2 ms (gateway 0.6, wrk 0.05," in text
+    assert "mostly the database, 0.550) = 3.0x pgbench's 0.4 ms per transaction" in text
