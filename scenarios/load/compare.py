@@ -146,10 +146,12 @@ def tree_cpu_s(pid: int) -> float:
 
 
 def host_busy_s() -> float:
-    """Return the CPU seconds every core of this host has spent not idle, so far."""
+    """Return the CPU seconds this host's cores have spent running its own work, so far:
+    user, nice, system, irq and softirq; not idle, iowait, or steal (the hypervisor
+    running someone else's)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_s() -> float:
