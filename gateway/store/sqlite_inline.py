@@ -107,19 +107,20 @@ class InlineConnection(aiosqlite.Connection):
             try:
                 return fn(*args, **kwargs)
             except sqlite3.Error as exc:
-                waitable = (
+                if (
                     repeatable
                     and isinstance(exc, sqlite3.OperationalError)
                     and exc.sqlite_errorcode in _WAITABLE
-                )
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self._busy_timeout
-                if not waitable or now >= deadline:
-                    self.failed_statement = args[0] if args and isinstance(args[0], str) else None
-                    raise
-                await asyncio.sleep(min(pause, deadline - now))
-                pause = min(pause * 2, BUSY_MAX_SLEEP)
+                ):
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + self._busy_timeout
+                    if now < deadline:
+                        await asyncio.sleep(min(pause, deadline - now))
+                        pause = min(pause * 2, BUSY_MAX_SLEEP)
+                        continue
+                self.failed_statement = args[0] if args and isinstance(args[0], str) else None
+                raise
 
     async def _connect(self) -> InlineConnection:
         if self._connection is None:

@@ -709,12 +709,12 @@ def summary(report: dict[str, Any]) -> str:
             )
             if "P1_host_cpu_creation_vs_pgbench_txn" in r:
                 pgb = {p["clients"]: p for p in db["pgbench"]}[16]
-                rest = c16["host_cpu_ms_per_request"] - c16["gateway_cpu_ms_per_request"]
+                gateway, wrk = c16["gateway_cpu_ms_per_request"], c16["wrk_cpu_ms_per_request"]
+                rest = c16["host_cpu_ms_per_request"] - gateway - wrk
                 lines.append(
                     f"[{kind}]   host CPU per creation {c16['host_cpu_ms_per_request']} ms"
-                    f" (gateway {c16['gateway_cpu_ms_per_request']}, wrk"
-                    f" {c16['wrk_cpu_ms_per_request']}, the rest, mostly the database,"
-                    f" {rest - c16['wrk_cpu_ms_per_request']:.3f}) ="
+                    f" (gateway {gateway}, wrk {wrk}, the rest, mostly the database,"
+                    f" {rest:.3f}) ="
                     f" {r['P1_host_cpu_creation_vs_pgbench_txn']}x pgbench's"
                     f" {pgb['host_cpu_ms_per_txn']} ms per transaction"
                 )
