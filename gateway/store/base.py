@@ -32,6 +32,7 @@ from gateway.domain.records import (
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.notify import ChangeHub
 from gateway.store.engine import track_backends
+from gateway.store.pg_creations import CreationBatcher
 from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import (
     DECIDED,
@@ -76,6 +77,8 @@ class StoreBase:
         self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
         #: PostgreSQL: the NOTIFYs for other processes, sent after each commit.
         self._wakeups = None if self._sqlite else Wakeups(engine, self.hub.own_backends)
+        #: PostgreSQL: the creations of one loop turn, sent in one statement.
+        self._creations = None if self._sqlite else CreationBatcher(engine)
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
 

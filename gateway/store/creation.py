@@ -235,8 +235,11 @@ class CreationAndReads(StoreBase):
             [kind for _, kind, _, _ in events],
             [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
         )
-        async with pg.checkout(self.engine, sql) as driver:
-            records = await driver.fetch(sql, *params)
+        if key_hash is not None and self._creations is not None:
+            records = await self._creations.create(params)  # with the loop turn's others
+        else:
+            async with pg.checkout(self.engine, sql) as driver:
+                records = await driver.fetch(sql, *params)
         if not records:
             return None
         record = records[0]

@@ -105,6 +105,75 @@ CREATE = _create(by_key=False)
 #: round trip of its own. No row also when the key is unknown or revoked.
 CREATE_BY_KEY = _create(by_key=True)
 
+#: ``CREATE_BY_KEY`` for several jobs in one statement and one commit
+#: (``pg_creations``): $1-$17 are arrays, one element per job, of ``CREATE_BY_KEY``'s $1-$17;
+#: $18-$21 the events of all of them, each with its job's position (from 1). A row per
+#: job created, and per attempt of a job whose key was taken and is visible, each with
+#: its job's position ``n``; none for a job the statement cannot tell (an unknown key,
+#: or the key's job not visible yet: a job of the same batch, say).
+#:
+#: The jobs are inserted in (owner, idempotency key) order: two batches that share keys
+#: (a double click split between them) take the keys' index locks in one order, so
+#: neither waits for the other in a cycle.
+CREATE_BY_KEY_BATCH = f"""
+WITH input AS (
+  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::varchar[],
+                       $5::varchar[], $6::varchar[], $7::varchar[], $8::jsonb[],
+                       $9::varchar[], $10::timestamp[], $11::varchar[], $12::varchar[],
+                       $13::int[], $14::varchar[], $15::timestamp[], $16::timestamp[],
+                       $17::timestamp[])
+    WITH ORDINALITY AS i(job_id, key_hash, idempotency_key, fingerprint, contract,
+                         provider, requested_provider, input, status, at, attempt_id,
+                         state, read_version, lease_owner, lease_expires_at, deadline_at,
+                         started_at, n)
+), key AS (
+  SELECT i.n, k.owner_id FROM input AS i CROSS JOIN LATERAL (
+    SELECT owner_id FROM api_keys WHERE key_hash = i.key_hash AND revoked_at IS NULL OFFSET 0
+  ) AS k
+), job AS (
+  INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
+                    requested_provider, input, status, version, created_at, updated_at)
+  SELECT i.job_id, key.owner_id, i.idempotency_key, i.fingerprint, i.contract, i.provider,
+         i.requested_provider, i.input, i.status, 1, i.at, i.at
+  FROM input AS i JOIN key ON key.n = i.n
+  ORDER BY key.owner_id, i.idempotency_key
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING *
+), attempt AS (
+  INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,
+                        lease_owner, lease_expires_at, deadline_at, downstream_key,
+                        created_at, started_at)
+  SELECT i.attempt_id, job.id, 1, job.provider, 'initial', i.state, i.read_version,
+         i.lease_owner, i.lease_expires_at, i.deadline_at, job.id || '/1', i.at, i.started_at
+  FROM job JOIN input AS i ON i.job_id = job.id
+  RETURNING *
+), events AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, i.at
+  FROM unnest($18::int[], $19::varchar[], $20::varchar[], $21::jsonb[])
+         WITH ORDINALITY AS e(n, attempt_id, kind, detail, k)
+  JOIN input AS i ON i.n = e.n JOIN attempt ON attempt.job_id = i.job_id
+  ORDER BY e.k
+), old AS (
+  SELECT i.n, i.fingerprint AS asked, i.at AS asked_at, taken.*
+  FROM input AS i JOIN key ON key.n = i.n CROSS JOIN LATERAL (
+    SELECT * FROM jobs
+    WHERE jobs.owner_id = key.owner_id AND jobs.idempotency_key = i.idempotency_key OFFSET 0
+  ) AS taken
+  WHERE i.job_id NOT IN (SELECT id FROM job)
+), old_event AS (
+  {_key_taken_event("old", "old.asked", "old.asked_at")}
+)
+SELECT i.n, true AS created, {_select("job", "j_", JOB_COLUMNS)},
+       {_select("attempt", "a_", ATTEMPT_COLUMNS)}
+FROM job JOIN attempt ON attempt.job_id = job.id JOIN input AS i ON i.job_id = job.id
+UNION ALL
+SELECT old.n, false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
+FROM old LEFT JOIN LATERAL (
+  SELECT * FROM attempts WHERE attempts.job_id = old.id OFFSET 0
+) AS a ON true
+ORDER BY n, a_number"""
+
 #: The key is taken: read the job and its attempts and write the ``replayed`` (same
 #: fingerprint) or ``conflict`` event, in one statement with one snapshot. A row per
 #: attempt, the job's columns repeated; none when no such job is visible.

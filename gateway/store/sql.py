@@ -53,7 +53,9 @@ class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, 
             await conn.execute(sa.text("SELECT 1"))
 
     async def close(self) -> None:
-        """Send the last wake-ups, then dispose of the engine."""
+        """Finish the creations on the wire, send the last wake-ups, dispose of the engine."""
+        if self._creations is not None:
+            await self._creations.close()
         if self._wakeups is not None:
             await self._wakeups.close()
         await self.engine.dispose()
