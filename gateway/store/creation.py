@@ -90,20 +90,7 @@ class CreationAndReads(StoreBase):
         event."""
         codec = self._sqlite_codec
         assert codec is not None
-        job = {
-            "id": job_id,
-            "owner_id": new.owner_id,
-            "idempotency_key": new.idempotency_key,
-            "fingerprint": new.fingerprint,
-            "contract": new.contract,
-            "provider": new.provider,
-            "requested_provider": new.requested_provider,
-            "input": new.input,
-            "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
+        job = _job_values(new, new.owner_id, job_id, now, claim)
         async with self._write_lock, sq.write_transaction(self.engine) as driver:
             cursor = await driver.execute(sq.INSERT_JOB, codec.params("jobs", job, sq.JOB_COLUMNS))
             if cursor.rowcount == 1:
@@ -113,17 +100,7 @@ class CreationAndReads(StoreBase):
                 )
                 rows = [(j, a, kind, scrub(detail), now) for j, kind, detail, a in events]
                 await driver.execute(sq.insert_events_sql(len(rows)), codec.event_params(rows))
-                created = job_record(
-                    types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}),
-                )
-                first = attempt_record(
-                    types.SimpleNamespace(**{c: values.get(c) for c in sq.ATTEMPT_COLUMNS})
-                )
-                outcome = CreateResult(
-                    CreateOutcome.CREATED,
-                    dataclasses.replace(created, attempts=(first,)),
-                    ClaimedAttempt(first, created) if claim is not None else None,
-                )
+                outcome = _created(job, values, claim)
             else:
                 cursor = await driver.execute(
                     sq.SELECT_JOB_BY_KEY, (new.owner_id, new.idempotency_key)
@@ -247,11 +224,8 @@ class CreationAndReads(StoreBase):
             return _existing(records, new)
         if claim is None:
             self._committed({}, True)  # an unclaimed attempt needs a runner woken
-        job_row = pg.as_row(record, "j_", pg.JOB_COLUMNS)
-        first = attempt_record(pg.as_row(record, "a_", pg.ATTEMPT_COLUMNS))
-        job = dataclasses.replace(job_record(job_row), attempts=(first,))
-        claimed = ClaimedAttempt(first, job_record(job_row)) if claim is not None else None
-        return CreateResult(CreateOutcome.CREATED, job, claimed)
+        # The row holds only the owner (the key's): the rest is what was just inserted.
+        return _created(_job_values(new, record["j_owner_id"], job_id, now, claim), values, claim)
 
     async def _replay_in_one_statement(self, new: NewJob, now: dt.datetime) -> CreateResult | None:
         """PostgreSQL: the key is taken; read its job and audit the replay or conflict."""
@@ -364,6 +338,38 @@ class CreationAndReads(StoreBase):
         """Append an audit event on its own (e.g. a refused request)."""
         async with self._tx() as tx:
             await self._event(tx.conn, job_id, kind, detail, attempt_id)
+
+
+def _job_values(
+    new: NewJob, owner_id: str, job_id: str, now: dt.datetime, claim: ClaimSpec | None
+) -> dict[str, Any]:
+    """Return the columns a new job is inserted with."""
+    return {
+        "id": job_id,
+        "owner_id": owner_id,
+        "idempotency_key": new.idempotency_key,
+        "fingerprint": new.fingerprint,
+        "contract": new.contract,
+        "provider": new.provider,
+        "requested_provider": new.requested_provider,
+        "input": new.input,
+        "status": (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
+        "version": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _created(job: dict[str, Any], attempt: dict[str, Any], claim: ClaimSpec | None) -> CreateResult:
+    """A job just created, from the values it and its first attempt were inserted with
+    (the database adds none: nothing to read back)."""
+    created = job_record(types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}))
+    first = attempt_record(types.SimpleNamespace(**{c: attempt.get(c) for c in sq.ATTEMPT_COLUMNS}))
+    return CreateResult(
+        CreateOutcome.CREATED,
+        dataclasses.replace(created, attempts=(first,)),
+        ClaimedAttempt(first, created) if claim is not None else None,
+    )
 
 
 def _existing(records: Sequence[Any], new: NewJob) -> CreateResult:

@@ -40,6 +40,15 @@ def _select(alias: str, prefix: str, columns: Sequence[str]) -> str:
     return ", ".join(f"{alias}.{c} AS {prefix}{c}" for c in columns)
 
 
+def _owner_only(owner: str) -> str:
+    """The ``j_``/``a_`` columns of a created job's row: its owner, NULL for the rest (the
+    caller has every other value: it just sent them)."""
+    return ", ".join(
+        [f"{owner} AS j_owner_id" if c == "owner_id" else f"NULL AS j_{c}" for c in JOB_COLUMNS]
+        + [f"NULL AS a_{c}" for c in ATTEMPT_COLUMNS]
+    )
+
+
 def _key_taken_event(job: str, fingerprint: str, now: str) -> str:
     """The audit of a key already taken: ``replayed`` (same fingerprint) or ``conflict``."""
     return f"""INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
@@ -86,8 +95,7 @@ WITH {key}job AS (
 ), old_event AS (
   {_key_taken_event("old", "$4", "$10")}
 )
-SELECT true AS created, {_select("job", "j_", JOB_COLUMNS)},
-       {_select("attempt", "a_", ATTEMPT_COLUMNS)}
+SELECT true AS created, {_owner_only("job.owner_id")}
 FROM job, attempt
 UNION ALL
 SELECT false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
@@ -95,11 +103,12 @@ FROM old LEFT JOIN attempts AS a ON a.job_id = old.id
 ORDER BY a_number"""
 
 
-#: Creation (an unclaimed attempt's wake-up goes after the commit: ``pg_wakeups``).
-#: When the key is taken by a job this statement's snapshot sees, the same round trip
-#: returns that job (``created`` false, a row per attempt) and writes its ``replayed`` or
-#: ``conflict`` event, so a replay costs one round trip as a creation does. No row: the
-#: key's job is not visible yet (a concurrent first click committing); ``REPLAY`` reads it.
+#: Creation (an unclaimed attempt's wake-up goes after the commit: ``pg_wakeups``). A
+#: created job's row holds its owner only (``_owner_only``). When the key is taken by a
+#: job this statement's snapshot sees, the same round trip returns that job (``created``
+#: false, a row per attempt) and writes its ``replayed`` or ``conflict`` event, so a
+#: replay costs one round trip as a creation does. No row: the key's job is not visible
+#: yet (a concurrent first click committing); ``REPLAY`` reads it.
 CREATE = _create(by_key=False)
 #: The same, for the owner of the API key whose hash is ``$2``: checking the key costs no
 #: round trip of its own. No row also when the key is unknown or revoked.
@@ -164,8 +173,7 @@ WITH input AS (
 ), old_event AS (
   {_key_taken_event("old", "old.asked", "old.asked_at")}
 )
-SELECT i.n, true AS created, {_select("job", "j_", JOB_COLUMNS)},
-       {_select("attempt", "a_", ATTEMPT_COLUMNS)}
+SELECT i.n, true AS created, {_owner_only("job.owner_id")}
 FROM job JOIN attempt ON attempt.job_id = job.id JOIN input AS i ON i.job_id = job.id
 UNION ALL
 SELECT old.n, false, {_select("old", "j_", JOB_COLUMNS)}, {_select("a", "a_", ATTEMPT_COLUMNS)}
