@@ -105,9 +105,7 @@ class CreationAndReads(StoreBase):
                 cursor = await driver.execute(
                     sq.SELECT_JOB_BY_KEY, (new.owner_id, new.idempotency_key)
                 )
-                row = codec.job_row(await cursor.fetchone())
-                cursor = await driver.execute(sq.SELECT_ATTEMPTS, (row.id,))
-                tried = [codec.attempt_row(a) for a in await cursor.fetchall()]
+                row, tried = codec.job_with_attempts(await cursor.fetchall())
                 existing = job_record(row, tried)
                 same = existing.fingerprint == new.fingerprint
                 kind, detail = (

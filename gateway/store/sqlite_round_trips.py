@@ -54,8 +54,13 @@ INSERT_ATTEMPT = (
     f"INSERT INTO attempts ({', '.join(ATTEMPT_COLUMNS)})"
     f" VALUES ({_placeholders(len(ATTEMPT_COLUMNS))})"
 )
+#: The job an owner's key made and its attempts, oldest first: a row per attempt, the
+#: job's columns repeated (``Codec.job_with_attempts`` reads it).
 SELECT_JOB_BY_KEY = (
-    f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs WHERE owner_id = ? AND idempotency_key = ?"
+    f"SELECT {', '.join('j.' + c for c in JOB_COLUMNS)},"
+    f" {', '.join('a.' + c for c in ATTEMPT_COLUMNS)}"
+    " FROM jobs AS j LEFT JOIN attempts AS a ON a.job_id = j.id"
+    " WHERE j.owner_id = ? AND j.idempotency_key = ? ORDER BY a.number"
 )
 SELECT_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY number"
@@ -128,6 +133,14 @@ class Codec:
 
     def attempt_row(self, raw: Sequence[Any]) -> types.SimpleNamespace:
         return _row(raw, ATTEMPT_COLUMNS, self._attempt_results)
+
+    def job_with_attempts(
+        self, raws: Sequence[Sequence[Any]]
+    ) -> tuple[types.SimpleNamespace, list[types.SimpleNamespace]]:
+        """Read ``SELECT_JOB_BY_KEY``'s rows (at least one): the job and its attempts."""
+        n = len(JOB_COLUMNS)
+        tried = [self.attempt_row(raw[n:]) for raw in raws if raw[n] is not None]
+        return self.job_row(raws[0][:n]), tried
 
 
 def _row(
