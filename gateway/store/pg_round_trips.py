@@ -40,6 +40,17 @@ def _select(alias: str, prefix: str, columns: Sequence[str]) -> str:
     return ", ".join(f"{alias}.{c} AS {prefix}{c}" for c in columns)
 
 
+#: The columns a creation inserts a job and its first attempt with (one job, or a batch).
+_INSERT_JOB = (
+    "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,"
+    " requested_provider, input, status, version, created_at, updated_at)"
+)
+_INSERT_ATTEMPT = (
+    "INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,"
+    " lease_owner, lease_expires_at, deadline_at, downstream_key, created_at, started_at)"
+)
+
+
 def _owner_only(owner: str) -> str:
     """The ``j_``/``a_`` columns of a created job's row: its owner, NULL for the rest (the
     caller has every other value: it just sent them)."""
@@ -71,15 +82,12 @@ def _create(by_key: bool) -> str:
     owner, from_key, and_key = ("key.owner_id", " FROM key", ", key") if by_key else ("$2", "", "")
     return f"""
 WITH {key}job AS (
-  INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
-                    requested_provider, input, status, version, created_at, updated_at)
+  {_INSERT_JOB}
   SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10{from_key}
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
   RETURNING *
 ), attempt AS (
-  INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,
-                        lease_owner, lease_expires_at, deadline_at, downstream_key,
-                        created_at, started_at)
+  {_INSERT_ATTEMPT}
   SELECT $11, job.id, 1, job.provider, 'initial', $12, $13, $14, $15, $16,
          job.id || '/1', $10, $17
   FROM job
@@ -140,8 +148,7 @@ WITH input AS (
     SELECT owner_id FROM api_keys WHERE key_hash = i.key_hash AND revoked_at IS NULL OFFSET 0
   ) AS k
 ), job AS (
-  INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,
-                    requested_provider, input, status, version, created_at, updated_at)
+  {_INSERT_JOB}
   SELECT i.job_id, key.owner_id, i.idempotency_key, i.fingerprint, i.contract, i.provider,
          i.requested_provider, i.input, i.status, 1, i.at, i.at
   FROM input AS i JOIN key ON key.n = i.n
@@ -149,9 +156,7 @@ WITH input AS (
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
   RETURNING *
 ), attempt AS (
-  INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,
-                        lease_owner, lease_expires_at, deadline_at, downstream_key,
-                        created_at, started_at)
+  {_INSERT_ATTEMPT}
   SELECT i.attempt_id, job.id, 1, job.provider, 'initial', i.state, i.read_version,
          i.lease_owner, i.lease_expires_at, i.deadline_at, job.id || '/1', i.at, i.started_at
   FROM job JOIN input AS i ON i.job_id = job.id

@@ -43,6 +43,23 @@ async def together(store: SqlJobStore, secret: str, *jobs: NewJob, claim: Any = 
     )
 
 
+def hold(
+    monkeypatch: pytest.MonkeyPatch, batcher: Any, method: str
+) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold ``batcher``'s ``method`` on the wire: the first event is set when it is
+    called, and it goes on once the second is set."""
+    on_the_wire, go_on = asyncio.Event(), asyncio.Event()
+    original = getattr(batcher, method)
+
+    async def held(arg: Any) -> list[Any]:
+        on_the_wire.set()
+        await go_on.wait()
+        return list(await original(arg))
+
+    monkeypatch.setattr(batcher, method, held)
+    return on_the_wire, go_on
+
+
 async def events_of(store: SqlJobStore, job_id: str) -> list[tuple[str, str | None]]:
     async with store.engine.connect() as conn:
         rows = await conn.execute(
@@ -185,16 +202,7 @@ async def test_a_caller_cancelled_mid_batch_leaves_the_others_their_answers(
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
     batcher = store._creations
     assert batcher is not None
-    on_the_wire = asyncio.Event()
-    go_on = asyncio.Event()
-    together_ = batcher._together
-
-    async def held(jobs: Any) -> list[Any]:
-        on_the_wire.set()
-        await go_on.wait()
-        return await together_(jobs)
-
-    monkeypatch.setattr(batcher, "_together", held)
+    on_the_wire, go_on = hold(monkeypatch, batcher, "_together")
     tasks = [
         asyncio.create_task(store.create_or_get_for_key(secret, job(make_job, k)))
         for k in ("a", "b", "c")
@@ -229,16 +237,7 @@ async def test_creations_arriving_while_one_is_on_the_wire_go_next_together(
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
     batcher = store._creations
     assert batcher is not None and pg_creations.IN_FLIGHT == 1
-    on_the_wire = asyncio.Event()
-    go_on = asyncio.Event()
-    alone = batcher._alone
-
-    async def held(params: Any) -> list[Any]:
-        on_the_wire.set()
-        await go_on.wait()
-        return await alone(params)
-
-    monkeypatch.setattr(batcher, "_alone", held)
+    on_the_wire, go_on = hold(monkeypatch, batcher, "_alone")
     first = asyncio.create_task(store.create_or_get_for_key(secret, job(make_job, "first")))
     await on_the_wire.wait()
     later = [
