@@ -45,7 +45,7 @@ log = logging.getLogger("onejob.store")
 #: Jobs in one statement at most (a burst larger than this goes as several batches).
 MAX_BATCH = 32
 #: Creation statements one process keeps on the wire; what arrives meanwhile goes next,
-#: together. One made the largest batches and the least CPU per job (docs/benchmarks.md).
+#: together. One cost PostgreSQL the least per job (docs/benchmarks.md, tenth session).
 IN_FLIGHT = 1
 #: ``CREATE_BY_KEY``'s parameters that are one value per job; the rest are its events.
 _PER_JOB = 17
