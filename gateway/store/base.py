@@ -77,7 +77,7 @@ class StoreBase:
         self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
         #: PostgreSQL: the NOTIFYs for other processes, sent after each commit.
         self._wakeups = None if self._sqlite else Wakeups(engine, self.hub.own_backends)
-        #: PostgreSQL: the creations of one loop turn, sent in one statement.
+        #: PostgreSQL: creations that queue while one is on the wire go together.
         self._creations = None if self._sqlite else CreationBatcher(engine)
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)

@@ -211,7 +211,7 @@ class CreationAndReads(StoreBase):
             [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
         )
         if key_hash is not None and self._creations is not None:
-            records = await self._creations.create(params)  # with the loop turn's others
+            records = await self._creations.create(params)  # with those queued meanwhile
         else:
             async with pg.checkout(self.engine, sql) as driver:
                 records = await driver.fetch(sql, *params)
