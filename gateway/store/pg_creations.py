@@ -132,26 +132,31 @@ class CreationBatcher:
             return list(await driver.fetch(pg.CREATE_BY_KEY, *params))
 
     async def _together(self, jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
-        columns: list[list[Any]] = [[job[i] for job in jobs] for i in range(_PER_JOB)]
-        positions: list[int] = []
-        attempt_ids: list[Any] = []
-        kinds: list[Any] = []
-        details: list[Any] = []
-        for n, job in enumerate(jobs, start=1):
-            event_attempts, event_kinds, event_details = job[_PER_JOB:]
-            positions.extend([n] * len(event_kinds))
-            attempt_ids.extend(event_attempts)
-            kinds.extend(event_kinds)
-            details.extend(event_details)
         sql = pg.CREATE_BY_KEY_BATCH
         async with pg.checkout(self.engine, sql) as driver:
-            return list(await driver.fetch(sql, *columns, positions, attempt_ids, kinds, details))
+            return list(await driver.fetch(sql, *batch_parameters(jobs)))
 
     async def close(self) -> None:
         """Wait for the batches on the wire (their callers are waiting for them too)."""
         while self._queued or self._sending:
             self._flush(limit=len(self._sending) + len(self._queued))
             await asyncio.gather(*self._sending, return_exceptions=True)
+
+
+def batch_parameters(jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """``CREATE_BY_KEY_BATCH``'s parameters for jobs given as ``CREATE_BY_KEY``'s."""
+    columns: list[list[Any]] = [[job[i] for job in jobs] for i in range(_PER_JOB)]
+    positions: list[int] = []
+    attempt_ids: list[Any] = []
+    kinds: list[Any] = []
+    details: list[Any] = []
+    for n, job in enumerate(jobs, start=1):
+        event_attempts, event_kinds, event_details = job[_PER_JOB:]
+        positions.extend([n] * len(event_kinds))
+        attempt_ids.extend(event_attempts)
+        kinds.extend(event_kinds)
+        details.extend(event_details)
+    return [*columns, positions, attempt_ids, kinds, details]
 
 
 def _answer(answer: asyncio.Future[list[Any]], rows: list[Any]) -> None:
