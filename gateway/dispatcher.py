@@ -353,15 +353,13 @@ class Dispatcher:
 
         # The lease is renewed until the outcome is committed, not just until the call
         # returns: under load the deciding transaction may itself wait for a connection.
-        decided = asyncio.Event()
-        renewer = asyncio.create_task(self._renew_lease(attempt, decided))
+        renewal = _LeaseRenewal(self, attempt)
         try:
             return await self._call_and_decide(
                 job, attempt, contract, provider, request, remaining, started, ids
             )
         finally:
-            decided.set()
-            await asyncio.gather(renewer, return_exceptions=True)
+            await renewal.stop()
 
     async def _call_and_decide(
         self,
@@ -531,31 +529,6 @@ class Dispatcher:
 
     # -- companions of a call in flight ----------------------------------------------------
 
-    async def _renew_lease(self, attempt: AttemptRecord, done: asyncio.Event) -> None:
-        """Renew the lease every third of its TTL until the outcome is committed."""
-        every = self.config.lease_ttl / 3
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), every)
-            if done.is_set():
-                return
-            try:
-                held = await self.store.renew_lease(
-                    attempt.id, self.worker_id, lease_ttl=self.config.lease_ttl
-                )
-            except Exception:
-                log.exception(
-                    "lease renewal failed",
-                    extra={"job_id": attempt.job_id, "attempt_id": attempt.id},
-                )
-                continue
-            if not held:
-                log.warning(
-                    "lease lost while the call is in flight",
-                    extra={"job_id": attempt.job_id, "attempt_id": attempt.id},
-                )
-                return
-
     async def _hedge(self, job: JobRecord, attempt: AttemptRecord, done: asyncio.Event) -> None:
         """After ``hedge_after_s`` with the call still in flight, race it on the first fallback."""
         route = self.settings.route_for(job.contract)
@@ -619,3 +592,51 @@ class Dispatcher:
                 },
             )
         return reaped
+
+
+class _LeaseRenewal:
+    """Renew an attempt's lease every third of its TTL until ``stop``.
+
+    A timer, not a task waiting on an event: most calls end before the first renewal is
+    due, and then this costs one timer handle instead of two tasks per attempt. A renewal
+    in flight when the outcome is committed is awaited by ``stop``; one that finds the
+    lease lost stops renewing (the attempt's answer is then dropped as stale).
+    """
+
+    def __init__(self, dispatcher: Dispatcher, attempt: AttemptRecord) -> None:
+        self._dispatcher = dispatcher
+        self._attempt = attempt
+        self._every = dispatcher.config.lease_ttl / 3
+        self._loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(self._every, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._task = self._loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        attempt, dispatcher = self._attempt, self._dispatcher
+        ids = {"job_id": attempt.job_id, "attempt_id": attempt.id}
+        try:
+            held = await dispatcher.store.renew_lease(
+                attempt.id, dispatcher.worker_id, lease_ttl=dispatcher.config.lease_ttl
+            )
+        except Exception:
+            log.exception("lease renewal failed", extra=ids)
+            held = True  # try again at the next turn
+        if not held:
+            log.warning("lease lost while the call is in flight", extra=ids)
+            return
+        if not self._stopped:
+            self._timer = self._loop.call_later(self._every, self._due)
+
+    async def stop(self) -> None:
+        """Renew no more; wait for a renewal in flight."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)

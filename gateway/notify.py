@@ -35,7 +35,10 @@ class JobWatch:
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a change; say whether one came (and reset)."""
         try:
-            await asyncio.wait_for(self.changed.wait(), timeout)
+            # asyncio.timeout, not wait_for: no task of its own per wait (3.11's wait_for
+            # wraps the coroutine in one).
+            async with asyncio.timeout(timeout):
+                await self.changed.wait()
         except TimeoutError:
             return False
         self.changed.clear()
@@ -78,7 +81,8 @@ class ChangeHub:
     async def wait_attempt(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for an attempt wake-up; say whether one came."""
         try:
-            await asyncio.wait_for(self._attempt_event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._attempt_event.wait()
         except TimeoutError:
             return False
         self._attempt_event.clear()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import glob
 import logging
 import os
@@ -31,6 +32,10 @@ log = logging.getLogger("onejob.server")
 
 SETTINGS_ENV = "ONEJOB_WORKER_SETTINGS"  # the parent's settings as JSON, for the workers
 SIMULATOR_READY_TIMEOUT = 30.0  # seconds
+#: The youngest generation's allocation threshold once the app has started (CPython's
+#: default is 700). A sync job allocates thousands of objects, nearly all freed by
+#: reference counting; at 700 the collector ran several times per job for nothing.
+GC_GEN0_THRESHOLD = 20_000
 
 
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -66,7 +71,9 @@ async def serve(settings: Settings) -> None:
 
     await upgrade_database(settings.database_url)
     async with _simulator_in_process(settings):
-        config = uvicorn.Config(create_app(settings), **uvicorn_options(settings))
+        app = create_app(settings)
+        app.on_startup.append(tune_gc_after_startup)
+        config = uvicorn.Config(app, **uvicorn_options(settings))
         _log_serving(settings)
         await uvicorn.Server(config).serve()
 
@@ -100,7 +107,23 @@ def worker_app() -> Any:
     # stays the server's count: the workers share the database's connection budget.
     settings = settings.model_copy(update={"instance_id": f"{settings.instance_id}-{os.getpid()}"})
     configure_logging(settings.log_level)
-    return create_app(settings)
+    app = create_app(settings)
+    app.on_startup.append(tune_gc_after_startup)
+    return app
+
+
+def tune_gc_after_startup() -> None:
+    """Freeze what startup built and let the young generation grow before a collection.
+
+    Run once the app has started (its last startup hook): the contracts, compiled
+    validators, routes and pools live as long as the process, so ``gc.freeze`` moves
+    them out of every later collection's scan. A serving process only, never a test's
+    app: frozen objects are never freed.
+    """
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 def _log_serving(settings: Settings) -> None:
