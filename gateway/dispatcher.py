@@ -422,6 +422,9 @@ class Dispatcher:
             provider_request_id=result.request_id,
             reported_model=result.model,
         )
+        # One loop turn for this process's waiters, woken by the decision: their answers
+        # go out before the bookkeeping below.
+        await asyncio.sleep(0)
         await self._check_model(job, attempt, result, ids)
         outcome = {
             FinalizeOutcome.WON: AttemptOutcome.SUCCEEDED,

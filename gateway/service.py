@@ -6,6 +6,8 @@ closed) come back as the store's result values. The HTTP layer maps both in one 
 
 from __future__ import annotations
 
+import asyncio
+
 import dataclasses
 import re
 import time
@@ -217,6 +219,9 @@ class JobService:
                 slot.release()
             else:
                 slot.run_claimed(result.claimed)
+                # One loop turn for the attempt: its provider call goes out now, and this
+                # request sets up its wait (if any) while the provider works.
+                await asyncio.sleep(0)
         return result
 
     async def _create_as_owner(
