@@ -7,7 +7,6 @@ closed) come back as the store's result values. The HTTP layer maps both in one 
 from __future__ import annotations
 
 import asyncio
-
 import dataclasses
 import re
 import time

@@ -25,7 +25,6 @@ from gateway.http.bodies import (
 )
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
-    IDEMPOTENCY_KEY_PATTERN,
     SECURITY,
     CreateJobOperation,
     answer,
@@ -64,15 +63,6 @@ log = logging.getLogger("onejob.http")
 Caller = NamedDependency[Principal]
 #: Prometheus text exposition; Litestar adds the one ``charset`` of a text type.
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4"
-#: Documented (and read by the handler itself, which also refuses it twice).
-IdempotencyKeyHeader = Annotated[
-    str | None,
-    HeaderParameter(
-        name="Idempotency-Key",
-        description='Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.',
-        schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
-    ),
-]
 PreferHeader = Annotated[
     str | None,
     HeaderParameter(name="Prefer", description="wait=N (N <= 60): answer once the job settles."),
@@ -138,11 +128,7 @@ async def _maybe_wait(
         **problems(400, 409, 413, 422),
     },
 )
-async def create_job(
-    request: Request[Any, Any, Any],
-    idempotency_key: IdempotencyKeyHeader = None,
-    prefer: PreferHeader = None,
-) -> Response[Any]:
+async def create_job(request: Request[Any, Any, Any]) -> Response[Any]:
     """Create a job, or replay the one this Idempotency-Key already made.
 
     The API key is checked by the statement that creates the job (one round trip fewer
