@@ -43,6 +43,9 @@ def test_p1_is_read_beside_the_host_cpu_of_a_creation() -> None:
         wrk_cpu_ms_per_request=0.05,
         host_cpu_ms_per_request=1.2,
     )
+    pgbench16 = {"clients": 16, "tps": 4000.0, "host_cpu_ms_per_txn": 0.4}
+    replay = run(1100.0, gateway_cpu_ms_per_request=0.5)
+    rounds = [{"pgbench": pgbench16, "creation": creation, "replay": replay}]
     report: dict[str, Any] = {
         "commit": "abc",
         "loadavg_at_start": [0.1],
@@ -55,10 +58,11 @@ def test_p1_is_read_beside_the_host_cpu_of_a_creation() -> None:
                 "workers": 1,
                 "pgbench": [
                     {"clients": 1, "tps": 1500.0, "latency_avg_ms": 0.6},
-                    {"clients": 16, "tps": 4000.0, "host_cpu_ms_per_txn": 0.4},
+                    compare.median_run(rounds, "pgbench", "tps"),
                 ],
-                "creation_16": creation,
-                "replay_16": run(1100.0, gateway_cpu_ms_per_request=0.5),
+                "rounds": rounds,
+                "creation_16": compare.median_run(rounds, "creation", "rps"),
+                "replay_16": compare.median_run(rounds, "replay", "rps"),
                 "sync_16": run(400.0, gateway_cpu_ms_per_request=2.0),
                 "sync_1": run(200.0),
                 "gateway_rss_kib": {"after_warmup": 102400, "after_runs": 102400},
@@ -71,3 +75,32 @@ def test_p1_is_read_beside_the_host_cpu_of_a_creation() -> None:
     text = compare.summary(report)
     assert "host CPU per creation 1.2 ms (gateway 0.6, wrk 0.05," in text
     assert "mostly the database, 0.550) = 3.0x pgbench's 0.4 ms per transaction" in text
+
+
+def test_rounds_alternate_their_order_and_p1_is_the_median_of_the_rounds_ratios(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    order: list[str] = []
+    # A host that slows down from round to round: each run is slower than the last.
+    speed = iter(range(100, 0, -10))
+
+    def runner(name: str) -> Any:
+        def one(n: int) -> dict[str, Any]:
+            order.append(name)
+            rate = float(next(speed))
+            return {"tps": rate * 4} if name == "pgbench" else run(rate * 2)
+
+        return one
+
+    monkeypatch.setattr(compare, "say", lambda *_: None)
+    names = ("creation", "replay", "pgbench")
+    rounds = compare.alternated_rounds("postgresql", {n: runner(n) for n in names}, 3)
+    assert order == [*names, *names[::-1], *names]
+    # Round 1: creation 200, replay 180, pgbench 320; round 2: pgbench 280, replay 120,
+    # creation 100; round 3: creation 80, replay 60, pgbench 80. Ratios of creation to
+    # pgbench 0.625, 0.357, 1.0; of replay to creation 0.9, 1.2, 0.75.
+    assert [r["creation"]["rps"] for r in rounds] == [200.0, 100.0, 80.0]
+    assert compare.median_ratio(rounds, ("creation", "rps"), ("pgbench", "tps")) == 0.625
+    assert compare.median_ratio(rounds, ("replay", "rps"), ("creation", "rps")) == 0.9
+    median = compare.median_run(rounds, "creation", "rps")
+    assert median["rps"] == 100.0 and median["rounds_rps"] == [200.0, 100.0, 80.0]

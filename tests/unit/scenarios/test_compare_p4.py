@@ -84,6 +84,7 @@ async def test_rounds_alternate_between_the_two_databases(
                 # The first creation run's p99 (100 ms) is not what P4 compares with.
                 "creation_16": wrk_run(600, 100.0),
                 "replay_16": wrk_run(700, 30.0),
+                "rounds": [{"creation": wrk_run(600, 100.0), "replay": wrk_run(700, 30.0)}],
                 "sync_16": wrk_run(400, 90.0),
                 "sync_1": wrk_run(150, 9.0),
                 **out,

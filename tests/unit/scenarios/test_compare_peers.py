@@ -47,6 +47,7 @@ def test_a_peer_that_could_not_run_is_reported_and_the_other_one_still_counts() 
                 "database": "postgresql",
                 "creation_16": wrk_run(600, 20),
                 "replay_16": wrk_run(500, 25),
+                "rounds": [{"creation": wrk_run(600, 20), "replay": wrk_run(500, 25)}],
                 "sync_16": wrk_run(240, 60),
                 "sync_1": wrk_run(140, 7.0),
             }
