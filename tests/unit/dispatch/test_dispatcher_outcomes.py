@@ -283,6 +283,41 @@ async def test_lease_is_renewed_until_a_slow_decision_is_committed(
     assert len(store.named("finalize")) == 1
 
 
+async def test_a_lease_found_lost_is_renewed_no_more(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p1 = ScriptedProvider("p1", answer({"label": "x"}, delay=0.5))
+    d = make_dispatcher(providers=providers(p1=p1))  # renew every 0.1 s
+    store.renew_result = False  # the reaper took the attempt
+    queue_claim(store)
+
+    await d.run_once()
+
+    assert len(store.named("renew_lease")) == 1
+
+
+async def test_a_renewal_that_failed_is_tried_again_at_the_next_turn(
+    store: SpyStore, make_dispatcher: MakeDispatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p1 = ScriptedProvider("p1", answer({"label": "x"}, delay=0.5))
+    d = make_dispatcher(providers=providers(p1=p1))  # renew every 0.1 s
+    tries: list[str] = []
+
+    async def flaky(attempt_id: str, worker_id: str, *, lease_ttl: float) -> bool:
+        tries.append(attempt_id)
+        if len(tries) == 1:
+            raise ConnectionError("the database went away")
+        return True
+
+    monkeypatch.setattr(store, "renew_lease", flaky)
+    queue_claim(store)
+
+    await d.run_once()
+
+    assert len(tries) >= 2
+    assert len(store.named("finalize")) == 1
+
+
 async def test_a_fast_call_renews_no_lease(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
