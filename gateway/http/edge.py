@@ -51,8 +51,10 @@ class EdgeProtocol(HttpToolsProtocol):
         self._refusal: int | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Start the header deadline as the connection opens (a silent client is slow too)."""
+        """Start the header deadline as the connection opens (a silent client is slow too);
+        a turn's writes go out at its end (``OneWritePerTurn``)."""
         super().connection_made(transport)
+        self.transport = OneWritePerTurn(transport, self.loop)  # type: ignore[assignment]
         self._arm_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -151,3 +153,43 @@ class EdgeProtocol(HttpToolsProtocol):
         self.transport.close()
         client = f"{self.client[0]}:{self.client[1]}" if self.client else None
         log.info("refused at the edge: %s", kind, extra={"status": status, "client": client})
+
+
+class OneWritePerTurn:
+    """A connection's transport that sends what one loop turn wrote, at the turn's end.
+
+    uvicorn writes each response as soon as the handler sends it: under load, one
+    ``send`` call for its head and one for its body, each waking the client (and, on a
+    2-core host, often preempting the gateway for it) in the middle of the turn that
+    runs the other requests' handlers. Held to the end of the turn, a one-piece answer
+    goes in one write, after the turn's work. Side by side (creation, 16 connections, 6
+    rounds, docs/benchmarks.md): 1.17x the req/s at 0.92x the gateway's CPU per
+    request; sending the head with the body, but at once, bought nothing. Writes go out
+    in order, at the end of the turn or before a ``close``; a streamed body's pieces go
+    as they come, one turn later at most. Everything else is the transport's.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold ``data`` (a copy: the caller may reuse a buffer) to the end of the turn."""
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def flush(self) -> None:
+        """Send what is held, in one write."""
+        held, self._held = self._held, []
+        if held and not self._transport.is_closing():
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        """Send what is held, then close."""
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)

@@ -141,7 +141,7 @@ class CreateJobOperation(Operation):
 
 def create_job_headers() -> list[Parameter]:
     """The headers ``POST /v1/jobs`` reads: ``Idempotency-Key`` (required) and ``Prefer``."""
-    key = "Required: an RFC 8941 sf-string (\"abc\") or token, 1-255 printable ASCII."
+    key = 'Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.'
     prefer = "wait=N (N <= 60): answer once the job settles."
     return [
         Parameter(
