@@ -1,0 +1,192 @@
+"""Two versions of the gateway side by side, under the same load at the same time.
+
+``python -m scenarios.load.duel --base REV [--mode create|replay|sync] [--connections 16]
+[--duration 6] [--rounds 6] [--database postgresql|sqlite]`` exports commit ``REV`` into a
+temporary directory (``git archive``), starts its gateway and this checkout's (working
+tree included), each with one worker, its own database and the same zero-latency
+upstream, and in every round drives both with ``wrk`` at once: whatever the shared host
+does during a round, it does to both. It prints each round and, per figure (req/s,
+p50, p99, the gateway's CPU per good answer), the median of the rounds' ratios of this
+checkout over ``REV``, and writes them as JSON (``--out``).
+
+``compare`` measures one version against pgbench and the upstream; this measures one
+change. Run one after the other, two versions' figures on this host differed by more
+than most changes move them (docs/benchmarks.md); run at once, the rounds' ratios of one
+change agreed within a few percent. Both versions run in this checkout's virtualenv:
+a ``REV`` whose dependencies differ needs them installed first. It is a measurement,
+not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from scenarios.load import compare, wrk_scripts
+from scenarios.load.bench import child, free_port, ready, say
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = ("rps", "p50_ms", "p99_ms", "cpu_ms")
+WARM_SECONDS = 2
+
+
+@contextlib.contextmanager
+def exported(rev: str) -> Iterator[Path]:
+    """Yield a directory holding commit ``rev`` of this repository."""
+    with tempfile.TemporaryDirectory(prefix="onejob-duel-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp)
+
+
+def ratios(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per figure: each side's median and the median of the rounds' ``new / base``."""
+    out: dict[str, dict[str, Any]] = {}
+    for figure in FIGURES:
+        base = [r["base"][figure] for r in rounds]
+        new = [r["new"][figure] for r in rounds]
+        per_round = [n / b if b else float("nan") for n, b in zip(new, base, strict=True)]
+        out[figure] = {
+            "base": round(statistics.median(base), 3),
+            "new": round(statistics.median(new), 3),
+            "new_over_base": round(statistics.median(per_round), 3),
+            "rounds": [round(x, 3) for x in per_round],
+        }
+    return out
+
+
+def one_round(sides: dict[str, tuple[int, str, Path]], args: argparse.Namespace, n: int) -> Any:
+    """Drive both gateways at once; return each one's wrk figures and CPU per answer."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def drive(side: str) -> None:
+        pid, base, script = sides[side]
+        before = compare.tree_cpu_s(pid)
+        run = compare.run_wrk(
+            base, script, connections=args.connections, duration=args.duration, prefix=f"d{n}"
+        )
+        run["cpu_ms"] = round((compare.tree_cpu_s(pid) - before) * 1000 / max(run["ok"], 1), 3)
+        out[side] = run
+
+    threads = [threading.Thread(target=drive, args=(side,)) for side in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return out
+
+
+async def start_side(
+    stack: contextlib.ExitStack, side: str, root: Path, upstream: str, args: argparse.Namespace
+) -> tuple[int, str, Path]:
+    """Start one version's gateway on a database of its own; return its PID, URL, script."""
+    work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"duel-{side}-")))
+    url = stack.enter_context(compare.database(args.database, work))
+    key = await compare.prepare(url)
+    port = free_port()
+    settings = compare.gateway_settings(
+        url, port, upstream, dispatcher=args.mode == "sync", runners=16, work=work, workers=1
+    )
+    log = work / "gateway.log"
+    cmd = ["-m", "scenarios.load.gateway_proc", "--settings", str(settings)]
+    proc = stack.enter_context(child(cmd, log, cwd=root))  # imports the version in ``root``
+    base = f"http://127.0.0.1:{port}"
+    await ready(f"{base}/healthz", proc, log)
+    payload = {"contract": compare.CONTRACT, "input": compare.INPUT}
+    body = json.dumps(payload)
+    if args.mode == "replay":
+        await compare.seed_replay_keys(base, key, payload)
+        load = wrk_scripts.replay_jobs(key, body, compare.REPLAY_KEYS)
+    else:
+        load = wrk_scripts.create_jobs(key, body, wait=30 if args.mode == "sync" else None)
+    return proc.pid, base, wrk_scripts.write(work / "load.lua", load)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start both sides, warm them, run the rounds; return the report."""
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="duel-")))
+        port = free_port()
+        log = work / "upstream.log"
+        upstream = stack.enter_context(
+            child(["-m", "scenarios.load.upstream", "--port", str(port)], log)
+        )
+        await ready(f"http://127.0.0.1:{port}/healthz", upstream, log)
+        roots = {"base": stack.enter_context(exported(args.base)), "new": ROOT}
+        sides = {
+            side: await start_side(stack, side, root, f"http://127.0.0.1:{port}", args)
+            for side, root in roots.items()
+        }
+        for _pid, base, script in sides.values():
+            compare.run_wrk(base, script, connections=16, duration=WARM_SECONDS, prefix="warm")
+        rounds = []
+        for n in range(args.rounds):
+            figures = one_round(sides, args, n)
+            rounds.append(figures)
+            say(
+                f"round {n + 1}/{args.rounds}: "
+                + "  ".join(
+                    f"{side} {f['rps']} req/s, p50 {f['p50_ms']} ms, CPU {f['cpu_ms']} ms"
+                    for side, f in figures.items()
+                )
+            )
+    return {
+        "base": args.base,
+        "new": compare.commit(),
+        "mode": args.mode,
+        "database": args.database,
+        "connections": args.connections,
+        "duration_s": args.duration,
+        "rounds": rounds,
+        "ratios": ratios(rounds),
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    """One line per figure: both medians and the median ratio, new over base."""
+    lines = [
+        f"{report['new']} over {report['base']}: {report['mode']}, {report['database']},"
+        f" {report['connections']} connection(s), {len(report['rounds'])} rounds"
+    ]
+    for figure, r in report["ratios"].items():
+        lines.append(
+            f"  {figure}: base {r['base']}, new {r['new']}, new/base {r['new_over_base']}x"
+            f" (rounds {r['rounds']})"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run, print the summary and write the JSON."""
+    parser = argparse.ArgumentParser(prog="python -m scenarios.load.duel")
+    parser.add_argument("--base", required=True, help="the commit to measure against")
+    parser.add_argument("--mode", choices=("create", "replay", "sync"), default="create")
+    parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per round")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--out", default=str(ROOT / "reports/out/duel.json"))
+    args = parser.parse_args(argv)
+    report = asyncio.run(run(args))
+    print(summary(report))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    say(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
