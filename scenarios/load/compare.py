@@ -485,7 +485,7 @@ def median_ratio(
     rounds: list[dict[str, Any]], top: tuple[str, str], bottom: tuple[str, str]
 ) -> float:
     """Return the median over ``rounds`` of ``top`` / ``bottom`` (each a run name and key)."""
-    values = [float(r[top[0]][top[1]]) / max(r[bottom[0]][bottom[1]], 0.1) for r in rounds]
+    values: list[float] = [r[top[0]][top[1]] / max(r[bottom[0]][bottom[1]], 0.1) for r in rounds]
     return round(statistics.median(values), 3)
 
 
