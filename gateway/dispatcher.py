@@ -422,8 +422,10 @@ class Dispatcher:
             provider_request_id=result.request_id,
             reported_model=result.model,
         )
-        # One loop turn for this process's waiters, woken by the decision: their answers
-        # go out before the bookkeeping below.
+        # Two loop turns for this process's waiters, woken by the decision, before the
+        # bookkeeping below: one to answer, one for the edge to send what they wrote
+        # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
+        await asyncio.sleep(0)
         await asyncio.sleep(0)
         await self._check_model(job, attempt, result, ids)
         outcome = {
