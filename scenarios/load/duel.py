@@ -6,8 +6,9 @@ temporary directory (``git archive``), starts its gateway and this checkout's (w
 tree included), each with one worker, its own database and the same zero-latency
 upstream, and in every round drives both with ``wrk`` at once: whatever the shared host
 does during a round, it does to both. It prints each round and, per figure (req/s,
-p50, p99, the gateway's CPU per good answer), the median of the rounds' ratios of this
-checkout over ``REV``, and writes them as JSON (``--out``).
+p50, p99, the gateway's CPU per good answer and, on PostgreSQL, its database backends'),
+the median of the rounds' ratios of this checkout over ``REV``, and writes them as JSON
+(``--out``).
 
 ``compare`` measures one version against pgbench and the upstream; this measures one
 change. Run one after the other, two versions' figures on this host differed by more
@@ -36,8 +37,11 @@ from scenarios.load import compare, wrk_scripts
 from scenarios.load.bench import child, free_port, ready, say
 
 ROOT = Path(__file__).resolve().parents[2]
-FIGURES = ("rps", "p50_ms", "p99_ms", "cpu_ms")
+#: ``db_cpu_ms``: PostgreSQL's backends of that side's database, per good answer.
+FIGURES = ("rps", "p50_ms", "p99_ms", "cpu_ms", "db_cpu_ms")
 WARM_SECONDS = 2
+#: One side: its gateway's PID, base URL, wrk script and database URL.
+Side = tuple[int, str, Path, str]
 
 
 @contextlib.contextmanager
@@ -55,6 +59,8 @@ def ratios(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]
     """Per figure: each side's median and the median of the rounds' ``new / base``."""
     out: dict[str, dict[str, Any]] = {}
     for figure in FIGURES:
+        if any(r["base"].get(figure) is None for r in rounds):
+            continue  # SQLite has no backends
         base = [r["base"][figure] for r in rounds]
         new = [r["new"][figure] for r in rounds]
         per_round = [n / b if b else float("nan") for n, b in zip(new, base, strict=True)]
@@ -67,17 +73,35 @@ def ratios(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]
     return out
 
 
-def one_round(sides: dict[str, tuple[int, str, Path]], args: argparse.Namespace, n: int) -> Any:
-    """Drive both gateways at once; return each one's wrk figures and CPU per answer."""
+def backends_cpu_s(url: str) -> dict[int, float]:
+    """Return the CPU seconds so far of each PostgreSQL backend connected to ``url``'s
+    database (none for SQLite)."""
+    if not url.startswith("postgresql"):
+        return {}
+    name = url.rsplit("/", 1)[1]
+    query = f"SELECT pid FROM pg_stat_activity WHERE datname = '{name}'"
+    pids = subprocess.run(
+        ["psql", compare.PG_ADMIN, "-Atc", query], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {int(pid): compare.tree_cpu_s(int(pid)) for pid in pids}
+
+
+def one_round(sides: dict[str, Side], args: argparse.Namespace, n: int) -> Any:
+    """Drive both gateways at once; return each one's wrk figures, its CPU per answer
+    and its database backends' (PostgreSQL: a backend that exits mid-round is missed)."""
     out: dict[str, dict[str, Any]] = {}
 
     def drive(side: str) -> None:
-        pid, base, script = sides[side]
-        before = compare.tree_cpu_s(pid)
+        pid, base, script, url = sides[side]
+        before, db_before = compare.tree_cpu_s(pid), backends_cpu_s(url)
         run = compare.run_wrk(
             base, script, connections=args.connections, duration=args.duration, prefix=f"d{n}"
         )
-        run["cpu_ms"] = round((compare.tree_cpu_s(pid) - before) * 1000 / max(run["ok"], 1), 3)
+        ok = max(run["ok"], 1)
+        run["cpu_ms"] = round((compare.tree_cpu_s(pid) - before) * 1000 / ok, 3)
+        db_after = backends_cpu_s(url)
+        db_s = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
+        run["db_cpu_ms"] = round(db_s * 1000 / ok, 3) if db_after else None
         out[side] = run
 
     threads = [threading.Thread(target=drive, args=(side,)) for side in sides]
@@ -90,8 +114,9 @@ def one_round(sides: dict[str, tuple[int, str, Path]], args: argparse.Namespace,
 
 async def start_side(
     stack: contextlib.ExitStack, side: str, root: Path, upstream: str, args: argparse.Namespace
-) -> tuple[int, str, Path]:
-    """Start one version's gateway on a database of its own; return its PID, URL, script."""
+) -> Side:
+    """Start one version's gateway on a database of its own; return its PID, base URL,
+    load script and database URL."""
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"duel-{side}-")))
     url = stack.enter_context(compare.database(args.database, work))
     key = await compare.prepare(url)
@@ -111,7 +136,7 @@ async def start_side(
         load = wrk_scripts.replay_jobs(key, body, compare.REPLAY_KEYS)
     else:
         load = wrk_scripts.create_jobs(key, body, wait=30 if args.mode == "sync" else None)
-    return proc.pid, base, wrk_scripts.write(work / "load.lua", load)
+    return proc.pid, base, wrk_scripts.write(work / "load.lua", load), url
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +154,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             side: await start_side(stack, side, root, f"http://127.0.0.1:{port}", args)
             for side, root in roots.items()
         }
-        for _pid, base, script in sides.values():
+        for _pid, base, script, _url in sides.values():
             compare.run_wrk(base, script, connections=16, duration=WARM_SECONDS, prefix="warm")
         rounds = []
         for n in range(args.rounds):
@@ -139,6 +164,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"round {n + 1}/{args.rounds}: "
                 + "  ".join(
                     f"{side} {f['rps']} req/s, p50 {f['p50_ms']} ms, CPU {f['cpu_ms']} ms"
+                    + (f" (database {f['db_cpu_ms']} ms)" if f["db_cpu_ms"] is not None else "")
                     for side, f in figures.items()
                 )
             )

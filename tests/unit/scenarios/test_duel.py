@@ -38,3 +38,15 @@ def test_the_ratio_is_the_median_of_the_rounds_not_of_the_medians() -> None:
     text = duel.summary(report)
     assert text.splitlines()[0] == "def over abc: create, postgresql, 16 connection(s), 3 rounds"
     assert "  rps: base 800, new 880, new/base 1.1x (rounds [1.1, 1.12, 1.1])" in text
+
+
+def test_the_database_figure_is_there_only_when_every_round_has_it() -> None:
+    with_db = [
+        {
+            "base": {**side(100, 1, 1.0), "db_cpu_ms": 0.4},
+            "new": {**side(100, 1, 1.0), "db_cpu_ms": 0.5},
+        }
+    ]
+    assert duel.ratios(with_db)["db_cpu_ms"]["new_over_base"] == 1.25
+    sqlite = [{"base": {**side(100, 1, 1.0), "db_cpu_ms": None}, "new": side(100, 1, 1.0)}]
+    assert "db_cpu_ms" not in duel.ratios(sqlite)
