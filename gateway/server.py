@@ -34,7 +34,7 @@ SETTINGS_ENV = "ONEJOB_WORKER_SETTINGS"  # the parent's settings as JSON, for th
 SIMULATOR_READY_TIMEOUT = 30.0  # seconds
 #: The youngest generation's allocation threshold once the app has started (CPython's
 #: default is 700). A sync job allocates thousands of objects, nearly all freed by
-#: reference counting; at 700 the collector ran several times per job for nothing.
+#: reference counting; at 700 the collector ran several times per job and found little.
 GC_GEN0_THRESHOLD = 20_000
 
 
