@@ -139,10 +139,13 @@ class CreateJobOperation(Operation):
                 json_body.examples = create_job_examples()
 
 
+#: ``Prefer`` as documented on every route that reads it (``POST /v1/jobs``, ``GET`` a job).
+PREFER_DESCRIPTION = "wait=N (N <= 60): answer once the job settles."
+
+
 def create_job_headers() -> list[Parameter]:
     """The headers ``POST /v1/jobs`` reads: ``Idempotency-Key`` (required) and ``Prefer``."""
     key = 'Required: an RFC 8941 sf-string ("abc") or token, 1-255 printable ASCII.'
-    prefer = "wait=N (N <= 60): answer once the job settles."
     return [
         Parameter(
             name=IDEMPOTENCY_KEY,
@@ -155,7 +158,7 @@ def create_job_headers() -> list[Parameter]:
             name="Prefer",
             param_in="header",
             required=False,
-            description=prefer,
+            description=PREFER_DESCRIPTION,
             schema=Schema(type=OpenAPIType.STRING),
         ),
     ]

@@ -25,6 +25,7 @@ from gateway.http.bodies import (
 )
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
+    PREFER_DESCRIPTION,
     SECURITY,
     CreateJobOperation,
     answer,
@@ -65,7 +66,7 @@ Caller = NamedDependency[Principal]
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4"
 PreferHeader = Annotated[
     str | None,
-    HeaderParameter(name="Prefer", description="wait=N (N <= 60): answer once the job settles."),
+    HeaderParameter(name="Prefer", description=PREFER_DESCRIPTION),
 ]
 EVENTS = answer(JobEvents, "The audit trail, oldest first")
 JOB_REPLAYED = ResponseSpec(

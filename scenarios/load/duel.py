@@ -100,7 +100,7 @@ def one_round(sides: dict[str, Side], args: argparse.Namespace, n: int) -> Any:
         ok = max(run["ok"], 1)
         run["cpu_ms"] = round((compare.tree_cpu_s(pid) - before) * 1000 / ok, 3)
         db_after = backends_cpu_s(url)
-        db_s = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
+        db_s = sum(cpu - db_before.get(backend, 0.0) for backend, cpu in db_after.items())
         run["db_cpu_ms"] = round(db_s * 1000 / ok, 3) if db_after else None
         out[side] = run
 
