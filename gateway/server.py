@@ -35,7 +35,7 @@ SIMULATOR_READY_TIMEOUT = 30.0  # seconds
 #: The youngest generation's allocation threshold once the app has started (CPython's
 #: default is 700). A sync job allocates thousands of objects, nearly all freed by
 #: reference counting; at 700 the collector ran several times per job and found little.
-GC_GEN0_THRESHOLD = 20_000
+GC_GEN0_THRESHOLD = 2_000
 
 
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
