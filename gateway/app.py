@@ -17,6 +17,7 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
+from gateway.http.direct import direct_create_route
 from gateway.http.openapi import (
     SECURITY_COMPONENTS,
     StrictStructSchemaPlugin,
@@ -111,7 +112,9 @@ def create_app(
     )
     # Around Litestar's whole handler, not its per-route middleware: 404, 405 and the
     # refusal of an encoded slash happen before any route is chosen, and are logged too.
-    app.asgi_handler = access_log_middleware(raw_path_guard(app.asgi_handler))
+    # Inside them, POST /v1/jobs goes straight to its handler (gateway.http.direct).
+    direct = direct_create_route(app, app.asgi_handler, handle_exception)
+    app.asgi_handler = access_log_middleware(raw_path_guard(direct))
     return app
 
 

@@ -106,6 +106,15 @@ REFUSALS = [
 ]
 
 
+#: ``/v1/jobs`` is answered by the direct route (gateway.http.direct); Litestar's router
+#: takes ``/v1/jobs/`` to the same handler: both must refuse alike.
+CREATE_PATHS = [
+    pytest.param("/v1/jobs", id="direct"),
+    pytest.param("/v1/jobs/", id="litestar"),
+]
+
+
+@pytest.mark.parametrize("path", CREATE_PATHS)
 @pytest.mark.parametrize(("case", "status", "type_"), REFUSALS)
 async def test_a_refused_creation_is_a_problem_and_writes_nothing(
     client: httpx.AsyncClient,
@@ -114,6 +123,7 @@ async def test_a_refused_creation_is_a_problem_and_writes_nothing(
     case: tuple[bytes, list[tuple[str, str | bytes]], str | None, str | None],
     status: int,
     type_: str,
+    path: str,
 ) -> None:
     body, extra, who, key = case
     headers: list[tuple[str, str | bytes]] = [("Content-Type", "application/json")]
@@ -123,7 +133,7 @@ async def test_a_refused_creation_is_a_problem_and_writes_nothing(
     if key is not None:
         headers.append(("Idempotency-Key", key))
     headers.extend(extra)
-    r = await client.post("/v1/jobs", content=body, headers=headers)
+    r = await client.post(path, content=body, headers=headers)
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     problem = r.json()

@@ -1,0 +1,118 @@
+"""``POST /v1/jobs`` straight to its handler, past Litestar's router and handler layers.
+
+Creation is the gateway's hottest request: with unique keys at 16 connections, py-spy put
+about a fifth of a creation's CPU in the app stack outside ``routes.create_job`` - the
+router's trie and host check, ``HTTPRoute.handle``, the kwargs model, an exit stack, and
+the response handler's resolution - for a handler that takes only the request. This
+route answers exactly ``POST /v1/jobs`` (the path as sent, no ``root_path``) by calling
+the same registered handler with a Litestar ``Request`` and sending its response through
+the handler's own ``to_response``; an exception becomes the app's problem+json through
+``handle_exception``, as Litestar's exception middleware would make it. Every other
+request, and this path with any other method (405, ``OPTIONS``), goes to Litestar.
+
+The Litestar route stays registered: the OpenAPI document, ``OPTIONS``, 405s and the
+tests' ``route_reverse`` still see it. What Litestar would run around the handler and
+this route does not - guards, a before-request hook, an after-response hook, route
+middleware, a DTO, caching, response headers or cookies declared on a layer - is refused
+at startup (``DirectRouteUnsafe``) rather than silently skipped; an after-request hook
+runs, in ``to_response``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from litestar import Litestar, Request, Response
+from litestar._asgi.utils import is_valid_host  # the router's own check, not a copy of it
+from litestar.enums import ScopeType
+from litestar.handlers import HTTPRouteHandler
+from litestar.routes import HTTPRoute
+from litestar.types import ASGIApp, HTTPScope, Receive, Scope, Send
+from litestar.utils.scope.state import ScopeState
+
+#: The one request answered here.
+PATH = "/v1/jobs"
+METHOD = "POST"
+
+ErrorHandler = Callable[[Request[Any, Any, Any], Exception], Response[Any]]
+
+
+class DirectRouteUnsafe(RuntimeError):
+    """The handler has something around it that the direct route would skip."""
+
+
+def registered_handler(app: Litestar, path: str, method: str) -> HTTPRouteHandler:
+    """Return the handler the app registered for ``method path`` (its layers resolved)."""
+    for route in app.routes:
+        if isinstance(route, HTTPRoute) and route.path == path and method in route.methods:
+            handler, _ = route.route_handler_map[method]  # type: ignore[index]
+            return handler
+    raise LookupError(f"no {method} {path} route")
+
+
+def _check_bare(handler: HTTPRouteHandler) -> None:
+    """Refuse a handler whose layers add anything this route would not run."""
+    extras = {
+        "guards": handler.resolve_guards(),
+        "before_request": handler.resolve_before_request(),
+        "after_response": handler.resolve_after_response(),
+        "middleware": handler.resolve_middleware(),
+        "return_dto": handler.resolve_return_dto(),
+        "response_headers": handler.resolve_response_headers(),
+        "response_cookies": handler.resolve_response_cookies(),
+        "cache": handler.cache,
+    }
+    present = sorted(name for name, value in extras.items() if value)
+    if present:
+        raise DirectRouteUnsafe(f"{handler} has {', '.join(present)}; route it through Litestar")
+    if set(handler.parsed_fn_signature.parameters) != {"request"}:
+        raise DirectRouteUnsafe(f"{handler} takes more than the request")
+
+
+def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -> ASGIApp:
+    """Wrap ``inner`` (Litestar's handler stack): answer ``POST /v1/jobs`` directly.
+
+    ``on_error`` is the app's exception handler (``responses.handle_exception``).
+    """
+    handler = registered_handler(app, PATH, METHOD)
+    _check_bare(handler)
+    fn = handler.fn
+    request_class = handler.resolve_request_class()
+    exception_handlers = handler.resolve_exception_handlers()
+    type_encoders = handler.resolve_type_encoders()
+    route_scope = {"route_handler": handler, "path_template": PATH}
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP or not _answered_here(scope):
+            await inner(scope, receive, send)
+            return
+        scope.update(route_scope)  # type: ignore[typeddict-item]
+        scope["path_params"] = {}
+        ScopeState.from_scope(scope).exception_handlers = exception_handlers
+        request: Request[Any, Any, Any] = request_class(scope=scope, receive=receive, send=send)
+        try:
+            response = await fn(request)
+        except Exception as exc:  # as Litestar's exception middleware: the app's problem
+            error = on_error(request, exc)
+            await error.to_asgi_response(app=None, request=request, type_encoders=type_encoders)(
+                scope, receive, send
+            )
+            return
+        answer = await handler.to_response(app=app, data=response, request=request)
+        await answer(scope, receive, send)
+
+    return route
+
+
+def _answered_here(scope: HTTPScope) -> bool:
+    """Say whether this is ``POST /v1/jobs`` as sent, at the root, with a valid host.
+
+    A Host header Litestar's router would refuse (400) goes to Litestar, which refuses it.
+    """
+    if scope["path"] != PATH or scope["method"] != METHOD or scope.get("root_path"):
+        return False
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return is_valid_host(value)
+    return True
