@@ -196,7 +196,7 @@ class CreationAndReads(StoreBase):
             new.contract,
             new.provider,
             new.requested_provider,
-            pg.as_json(new.input),
+            pg.as_checked_json(new.input),
             (JobStatus.RUNNING if claim else JobStatus.QUEUED).value,
             now,
             values["id"],
@@ -208,7 +208,7 @@ class CreationAndReads(StoreBase):
             values["started_at"],
             [attempt for _, _, _, attempt in events],
             [kind for _, kind, _, _ in events],
-            [pg.as_json(scrub(detail)) for _, _, detail, _ in events],
+            [pg.as_checked_json(scrub(detail)) for _, _, detail, _ in events],
         )
         if key_hash is not None and self._creations is not None:
             records = await self._creations.create(params)  # with those queued meanwhile

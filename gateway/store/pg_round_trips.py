@@ -21,6 +21,7 @@ import types
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
@@ -283,8 +284,28 @@ def job_of(records: Sequence[Any]) -> JobRecord:
 
 
 def as_json(value: Any) -> str:
-    """Encode a JSON parameter as text, as the jsonb codec on the connection expects."""
+    """Encode a JSON parameter as text, as the jsonb codec on the connection expects.
+
+    NaN and the infinities are refused (``ValueError``), as JSON has none: a provider's
+    result is checked here.
+    """
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def as_checked_json(value: Any) -> str:
+    """Encode a value already known to be storable JSON as text: a request's parsed input
+    (``gateway.http.body`` refused NaN, the infinities and unpaired surrogates) or a
+    scrubbed event detail.
+
+    msgspec writes the same JSON value as ``as_json`` (jsonb keeps values, not text)
+    at a twelfth of its cost; a creation encodes three (its input and two events). It
+    would write a NaN as ``null`` where ``as_json`` refuses it, so a provider's result
+    goes through ``as_json``.
+    """
+    return _encode_json(value).decode()
+
+
+_encode_json = msgspec.json.Encoder().encode
 
 
 @contextlib.asynccontextmanager
