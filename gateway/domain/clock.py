@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Protocol
-
-from ulid import ULID
 
 
 def aware(value: dt.datetime) -> dt.datetime:
@@ -48,17 +47,38 @@ class IdFactory(Protocol):
     def new(self, prefix: str) -> str: ...
 
 
+#: Crockford's base32, ULID's alphabet, two characters (10 bits) at a time.
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = tuple(a + b for a in _CROCKFORD for b in _CROCKFORD)
+
+
+def ulid_text(milliseconds: int, randomness: bytes) -> str:
+    """Spell a ULID: 48 bits of Unix milliseconds, then 80 random bits, as 26 characters.
+
+    The same text as python-ulid's ``str(ULID)`` (the tests compare them), at under half
+    its cost: a creation makes two ids, and python-ulid's checks and monotonic policy
+    were 4-6 % of its CPU under py-spy.
+    """
+    n = (milliseconds << 80) | int.from_bytes(randomness, "big")
+    p = _PAIRS  # 128 bits and two leading zeros: 13 pairs of 10 bits
+    return (
+        f"{p[n >> 120]}{p[(n >> 110) & 1023]}{p[(n >> 100) & 1023]}{p[(n >> 90) & 1023]}"
+        f"{p[(n >> 80) & 1023]}{p[(n >> 70) & 1023]}{p[(n >> 60) & 1023]}"
+        f"{p[(n >> 50) & 1023]}{p[(n >> 40) & 1023]}{p[(n >> 30) & 1023]}"
+        f"{p[(n >> 20) & 1023]}{p[(n >> 10) & 1023]}{p[n & 1023]}"
+    )
+
+
 class UlidFactory:
     """Sortable ids: ``job_01J...``, ``att_01J...``, their time read from ``clock``."""
 
     def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
+        self.clock = clock or SystemClock()
 
     def new(self, prefix: str) -> str:
-        """Return ``<prefix>_<ULID>``."""
-        if self.clock is None:
-            return f"{prefix}_{ULID()}"
-        return f"{prefix}_{ULID.from_datetime(self.clock.now())}"
+        """Return ``<prefix>_<ULID>``: the clock's millisecond, 80 bits from ``os.urandom``."""
+        milliseconds = int(self.clock.now().timestamp() * 1000)
+        return f"{prefix}_{ulid_text(milliseconds, os.urandom(10))}"
 
 
 class SequentialIds:

@@ -1,0 +1,42 @@
+"""Job and attempt ids are ULIDs: python-ulid's spelling, the clock's millisecond."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given
+from hypothesis import strategies as st
+from ulid import ULID
+
+from gateway.domain.clock import ManualClock, UlidFactory, ulid_text
+
+
+@given(st.integers(min_value=0, max_value=2**48 - 1), st.binary(min_size=10, max_size=10))
+def test_the_text_is_python_ulids(milliseconds: int, randomness: bytes) -> None:
+    expected = str(ULID.from_bytes(milliseconds.to_bytes(6, "big") + randomness))
+    assert ulid_text(milliseconds, randomness) == expected
+
+
+def test_an_id_carries_the_clocks_millisecond_and_sorts_by_it() -> None:
+    clock = ManualClock(dt.datetime(2026, 12, 3, 6, 0, 0, 123456, tzinfo=dt.UTC))
+    ids = UlidFactory(clock)
+    first = ids.new("job")
+    clock.advance(0.001)
+    second = ids.new("job")
+    assert first.startswith("job_") and len(first) == 4 + 26
+    assert ULID.from_str(first[4:]).datetime == dt.datetime(
+        2026, 12, 3, 6, 0, 0, 123000, tzinfo=dt.UTC
+    )
+    assert first < second
+
+
+def test_ids_of_one_millisecond_differ() -> None:
+    ids = UlidFactory(ManualClock())
+    made = {ids.new("att") for _ in range(1000)}
+    assert len(made) == 1000
+
+
+def test_without_a_clock_the_id_is_now() -> None:
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    made = ULID.from_str(UlidFactory().new("job")[4:]).datetime
+    assert before <= made <= dt.datetime.now(dt.UTC)
