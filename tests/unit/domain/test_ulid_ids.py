@@ -14,7 +14,7 @@ from gateway.domain.clock import ManualClock, UlidFactory, ulid_text
 @given(st.integers(min_value=0, max_value=2**48 - 1), st.binary(min_size=10, max_size=10))
 def test_the_text_is_python_ulids(milliseconds: int, randomness: bytes) -> None:
     expected = str(ULID.from_bytes(milliseconds.to_bytes(6, "big") + randomness))
-    assert ulid_text(milliseconds, randomness) == expected
+    assert ulid_text(milliseconds, int.from_bytes(randomness, "big")) == expected
 
 
 def test_an_id_carries_the_clocks_millisecond_and_sorts_by_it() -> None:
@@ -30,10 +30,21 @@ def test_an_id_carries_the_clocks_millisecond_and_sorts_by_it() -> None:
     assert first < second
 
 
-def test_ids_of_one_millisecond_differ() -> None:
+def test_ids_of_one_millisecond_rise_in_the_order_they_were_made() -> None:
     ids = UlidFactory(ManualClock())
-    made = {ids.new("att") for _ in range(1000)}
-    assert len(made) == 1000
+    made = [ids.new("att") for _ in range(1000)]
+    assert made == sorted(made) and len(set(made)) == 1000
+    assert len({m[4:14] for m in made}) == 1  # one millisecond
+
+
+def test_a_new_millisecond_draws_fresh_randomness() -> None:
+    clock = ManualClock()
+    ids = UlidFactory(clock)
+    first = ULID.from_str(ids.new("job")[4:])
+    clock.advance(0.001)
+    second = ULID.from_str(ids.new("job")[4:])
+    assert second.milliseconds == first.milliseconds + 1
+    assert int.from_bytes(second.bytes[6:], "big") != int.from_bytes(first.bytes[6:], "big") + 1
 
 
 def test_without_a_clock_the_id_is_now() -> None:
