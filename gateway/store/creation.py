@@ -361,13 +361,13 @@ def _job_values(
 def _created(job: dict[str, Any], attempt: dict[str, Any], claim: ClaimSpec | None) -> CreateResult:
     """A job just created, from the values it and its first attempt were inserted with
     (the database adds none: nothing to read back)."""
-    created = job_record(types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}))
-    first = attempt_record(types.SimpleNamespace(**{c: attempt.get(c) for c in sq.ATTEMPT_COLUMNS}))
-    return CreateResult(
-        CreateOutcome.CREATED,
-        dataclasses.replace(created, attempts=(first,)),
-        ClaimedAttempt(first, created) if claim is not None else None,
-    )
+    row = types.SimpleNamespace(**{c: attempt.get(c) for c in sq.ATTEMPT_COLUMNS})
+    created = job_record(types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}), [row])
+    claimed = None
+    if claim is not None:  # a claimed attempt's job comes without attempts, as from a claim
+        first = created.attempts[0]
+        claimed = ClaimedAttempt(first, dataclasses.replace(created, attempts=()))
+    return CreateResult(CreateOutcome.CREATED, created, claimed)
 
 
 def _existing(records: Sequence[Any], new: NewJob) -> CreateResult:
