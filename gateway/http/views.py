@@ -12,6 +12,8 @@ def timestamp(value: dt.datetime | None) -> str | None:
     """Render a stored time as RFC 3339 UTC (``...Z``); naive values are UTC."""
     if value is None:
         return None
+    if value.tzinfo is dt.UTC:  # the records' own (aware_utc): "+00:00" becomes "Z"
+        return value.isoformat(timespec="milliseconds")[:-6] + "Z"
     if value.tzinfo is not None:
         value = value.astimezone(dt.UTC).replace(tzinfo=None)
     return value.isoformat(timespec="milliseconds") + "Z"
