@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError, InvalidInput, MalformedJson
-from gateway.http.body import MAX_JSON_DEPTH, parse_json
+from gateway.http.body import MAX_JSON_DEPTH, _check_shape, parse_json
 
 
 @pytest.mark.parametrize(
@@ -84,3 +84,38 @@ def test_arbitrary_bytes_parse_or_give_a_4xx(raw: bytes) -> None:
         parse_json(raw)
     except GatewayError as exc:
         assert 400 <= exc.status < 500
+
+
+#: Strings with what may not be stored (U+0000, lone surrogates) and what may.
+hostile_text = st.text(alphabet=st.sampled_from(["a", "é", "\x00", "\ud800", "\udc00", "[", "{"]))
+nested = st.recursive(
+    st.none() | st.integers() | hostile_text,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(hostile_text, children, max_size=3)
+    ),
+    max_leaves=80,
+)
+
+
+@given(nested, st.booleans())
+def test_only_bodies_that_may_hold_the_unstorable_are_walked(value: object, ascii: bool) -> None:
+    """The text's quick test never lets through what the walk over every value refuses."""
+    raw = json.dumps(value, ensure_ascii=ascii).encode("utf-8", "surrogatepass")
+    try:
+        _check_shape(json.loads(raw.decode("utf-8", "surrogatepass")))
+        refused = False
+    except InvalidInput:
+        refused = True
+    try:
+        parse_json(raw)
+    except InvalidInput:
+        assert refused
+    except MalformedJson:  # a raw surrogate is not UTF-8: refused before the walk
+        assert not ascii
+    else:
+        assert not refused
+
+
+def test_brackets_inside_strings_cost_a_walk_not_a_refusal() -> None:
+    inside = {"s": "[" * (MAX_JSON_DEPTH + 5)}  # many brackets, all in a string
+    assert parse_json(json.dumps(inside).encode()) == inside
