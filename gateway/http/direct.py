@@ -2,20 +2,21 @@
 
 Creation is the gateway's hottest request: with unique keys at 16 connections, py-spy put
 about a fifth of a creation's CPU in the app stack outside ``routes.create_job`` - the
-router's trie and host check, ``HTTPRoute.handle``, the kwargs model, an exit stack, and
-the response handler's resolution - for a handler that takes only the request. This
-route answers exactly ``POST /v1/jobs`` (the path as sent, no ``root_path``) by calling
-the same registered handler with a Litestar ``Request`` and sending its response through
-the handler's own ``to_response``; an exception becomes the app's problem+json through
-``handle_exception``, as Litestar's exception middleware would make it. Every other
-request, and this path with any other method (405, ``OPTIONS``), goes to Litestar.
+router's trie and host check, ``HTTPRoute.handle``, the kwargs model, an exit stack, the
+response handler's resolution and ``ASGIResponse`` - for a handler that takes only the
+request. This route answers exactly ``POST /v1/jobs`` (the path as sent, no
+``root_path``) by calling the same registered handler with a Litestar ``Request``. A
+plain JSON answer (every answer a creation gives) it sends itself, as the two messages
+Litestar would send; any other goes through the handler's own ``to_response``. An
+exception becomes the app's problem+json through ``handle_exception``, as Litestar's
+exception middleware would make it. Every other request, and this path with any other
+method (405, ``OPTIONS``), goes to Litestar.
 
 The Litestar route stays registered: the OpenAPI document, ``OPTIONS``, 405s and the
 tests' ``route_reverse`` still see it. What Litestar would run around the handler and
-this route does not - guards, a before-request hook, an after-response hook, route
-middleware, a DTO, caching, response headers or cookies declared on a layer - is refused
-at startup (``DirectRouteUnsafe``) rather than silently skipped; an after-request hook
-runs, in ``to_response``.
+this route does not - guards, before- and after-request hooks, an after-response hook,
+route middleware, a DTO, caching, a background task, response headers or cookies declared
+on a layer - is refused at startup (``DirectRouteUnsafe``) rather than silently skipped.
 """
 
 from __future__ import annotations
@@ -25,11 +26,26 @@ from typing import Any
 
 from litestar import Litestar, Request, Response
 from litestar._asgi.utils import is_valid_host  # the router's own check, not a copy of it
-from litestar.enums import ScopeType
+from litestar.enums import MediaType, ScopeType
 from litestar.handlers import HTTPRouteHandler
 from litestar.routes import HTTPRoute
-from litestar.types import ASGIApp, HTTPScope, Receive, Scope, Send
+from litestar.serialization import get_serializer
+from litestar.types import (
+    ASGIApp,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    HTTPScope,
+    Receive,
+    Scope,
+    Send,
+    Serializer,
+)
 from litestar.utils.scope.state import ScopeState
+
+#: The answers ``_send_json`` writes; any other goes through the handler's ``to_response``.
+_JSON_TYPES = frozenset({MediaType.JSON.value, "application/problem+json"})
+#: Headers ``_send_json`` sets itself: an answer that brings its own goes through Litestar.
+_SET_HERE = frozenset({"content-type", "content-length"})
 
 #: The one request answered here.
 PATH = "/v1/jobs"
@@ -62,6 +78,8 @@ def _check_bare(handler: HTTPRouteHandler) -> None:
         "response_headers": handler.resolve_response_headers(),
         "response_cookies": handler.resolve_response_cookies(),
         "cache": handler.cache,
+        "after_request": [x.after_request for x in handler.ownership_layers if x.after_request],
+        "background": handler.background,
     }
     present = sorted(name for name, value in extras.items() if value)
     if present:
@@ -81,6 +99,7 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
     request_class = handler.resolve_request_class()
     exception_handlers = handler.resolve_exception_handlers()
     type_encoders = handler.resolve_type_encoders()
+    serializer = get_serializer(type_encoders)
     route_scope = {"route_handler": handler, "path_template": PATH}
 
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,10 +118,56 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
                 scope, receive, send
             )
             return
+        if _plain_json(response):
+            await _send_json(response, send, serializer)
+            return
         answer = await handler.to_response(app=app, data=response, request=request)
         await answer(scope, receive, send)
 
     return route
+
+
+def _plain_json(response: Any) -> bool:
+    """Say whether ``response`` is a plain JSON answer ``_send_json`` writes as Litestar does:
+    a ``Response`` with a body, no cookie, no background task, no type encoders of its
+    own, no Content-Type or Content-Length of its own."""
+    if type(response) is not Response or response.background is not None or response.cookies:
+        return False
+    status = response.status_code
+    return (
+        status is not None
+        and status >= 200
+        and status not in (204, 304)
+        and response.encoding == "utf-8"
+        and not response.response_type_encoders
+        and (response.media_type or MediaType.JSON) in _JSON_TYPES
+        and not any(name.lower() in _SET_HERE for name in response.headers)
+    )
+
+
+async def _send_json(response: Response[Any], send: Send, serializer: Serializer) -> None:
+    """Send ``response`` as the two messages Litestar's ``ASGIResponse`` would send.
+
+    Its headers in their order, lower-cased, then Content-Type and Content-Length; the
+    body rendered by the response itself with the handler's serializer. The unit tests
+    compare the messages with Litestar's for each answer a creation gives.
+    """
+    media = response.media_type or MediaType.JSON
+    media_type = media.value if isinstance(media, MediaType) else media
+    body = response.render(response.content, media_type, serializer)
+    headers = [
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()
+    ]
+    headers.append((b"content-type", media_type.encode("latin-1")))
+    headers.append((b"content-length", str(len(body)).encode("latin-1")))
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": response.status_code or 200,  # as ASGIResponse; _plain_json saw one
+        "headers": headers,
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(end)
 
 
 def _answered_here(scope: HTTPScope) -> bool:

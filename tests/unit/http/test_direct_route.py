@@ -6,19 +6,38 @@ import asyncio
 from typing import Any
 
 import pytest
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
 from litestar.di import NamedDependency, Provide
-from litestar.handlers import BaseRouteHandler
+from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from litestar.types import Message
 
 from gateway.http.direct import DirectRouteUnsafe, direct_create_route, registered_handler
+
+#: The answers a creation gives, and some it never gives (those go through Litestar).
+ANSWERS: dict[str, Response[Any]] = {
+    "created": Response({"id": "job_1", "n": 1.5}, status_code=201, headers={"Location": "/x"}),
+    "replayed": Response(
+        {"id": "job_1"}, status_code=200, headers={"Location": "/x", "Idempotent-Replayed": "true"}
+    ),
+    "problem": Response(
+        {"type": "urn:t", "status": 409}, status_code=409, media_type="application/problem+json"
+    ),
+    "unicode": Response({"s": "é\u2028\U0001f600"}, status_code=201),
+    "text": Response("plain", media_type=MediaType.TEXT),
+    "cookie": Response({"a": 1}, cookies=[Cookie(key="c", value="v")]),
+    "own content type": Response({"a": 1}, headers={"Content-Type": "application/json"}),
+    "no content": Response(None, status_code=204),
+}
 
 
 @post("/v1/jobs", status_code=201)
 async def create(request: Request[Any, Any, Any]) -> Response[Any]:
     if request.headers.get("x-fail"):
         raise ValueError("boom")
+    if answer := request.headers.get("x-answer"):
+        return ANSWERS[answer]
     body = await request.body()
     return Response({"got": body.decode()}, status_code=201, headers={"Location": "/v1/jobs/1"})
 
@@ -95,6 +114,29 @@ def test_post_v1_jobs_is_answered_without_litestar_and_as_litestar_answers() -> 
     assert direct[0]["status"] == 201
     assert (b"location", b"/v1/jobs/1") in direct[0]["headers"]
     assert direct[1]["body"] == b'{"got":"{\\"a\\":1}"}'
+
+
+#: The answers the route writes itself, without the handler's ``to_response``.
+WRITTEN_HERE = {"created", "replayed", "problem", "unicode"}
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_each_kind_of_answer_is_sent_as_litestar_sends_it(
+    answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = Litestar(route_handlers=[create])
+    route = direct_create_route(app, Inner(app), refused)
+    headers = [(b"host", b"gw.test"), (b"x-answer", answer.encode())]
+
+    direct = call(route, scope_for(app, headers=headers))
+    assert direct == call(app.asgi_handler, scope_for(app, headers=headers))
+    if answer in WRITTEN_HERE:
+
+        async def no_to_response(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("to_response was used")
+
+        monkeypatch.setattr(HTTPRouteHandler, "to_response", no_to_response)
+        assert call(route, scope_for(app, headers=headers)) == direct
 
 
 def test_an_exception_is_the_error_handlers_answer() -> None:
