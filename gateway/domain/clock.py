@@ -77,7 +77,9 @@ class UlidFactory:
     Monotonic, as python-ulid's generator is: within one millisecond each id is the
     previous one plus one, so the ids one factory makes sort in the order it made them
     (a listing pages newest first by id); a new millisecond draws 80 fresh bits from
-    ``os.urandom``.
+    ``os.urandom``. Should a millisecond use up the 80 bits (2**80 ids), it draws fresh
+    ones rather than raise as python-ulid's default does: the next id is still unique
+    with near certainty, only no longer above the last.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:

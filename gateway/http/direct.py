@@ -42,9 +42,9 @@ from litestar.types import (
 )
 from litestar.utils.scope.state import ScopeState
 
-#: The answers ``_send_json`` writes; any other goes through the handler's ``to_response``.
+#: The answers ``_json_messages`` spells; any other goes through the handler's ``to_response``.
 _JSON_TYPES = frozenset({MediaType.JSON.value, "application/problem+json"})
-#: Headers ``_send_json`` sets itself: an answer that brings its own goes through Litestar.
+#: Headers ``_json_messages`` sets itself: an answer that brings its own goes through Litestar.
 _SET_HERE = frozenset({"content-type", "content-length"})
 
 #: The one request answered here.
@@ -67,8 +67,13 @@ def registered_handler(app: Litestar, path: str, method: str) -> HTTPRouteHandle
     raise LookupError(f"no {method} {path} route")
 
 
-def _check_bare(handler: HTTPRouteHandler) -> None:
-    """Refuse a handler whose layers add anything this route would not run."""
+def _check_bare(app: Litestar, handler: HTTPRouteHandler, on_error: Any) -> None:
+    """Refuse a handler, or an app, that adds anything this route would not run.
+
+    Call it before anything replaces ``app.asgi_handler``: Litestar's own is its exception
+    middleware around the router, and anything else there (CORS, OpenTelemetry) would
+    be skipped here.
+    """
     extras = {
         "guards": handler.resolve_guards(),
         "before_request": handler.resolve_before_request(),
@@ -80,6 +85,18 @@ def _check_bare(handler: HTTPRouteHandler) -> None:
         "cache": handler.cache,
         "after_request": [x.after_request for x in handler.ownership_layers if x.after_request],
         "background": handler.background,
+        "layered parameters": handler.resolve_layered_parameters(),
+        "a synchronous function": handler.has_sync_callable,
+        "a media type other than JSON": (handler.media_type or MediaType.JSON) != MediaType.JSON,
+        "exception handlers of its own": handler.resolve_exception_handlers()
+        != {Exception: on_error},
+        # Added by Litestar per route, or around its router: this route runs neither.
+        "allowed hosts": app.allowed_hosts,
+        "CSRF": app.csrf_config,
+        "compression": app.compression_config,
+        "after-exception hooks": app.after_exception,
+        "a wrapper around the router (CORS, OpenTelemetry)": getattr(app.asgi_handler, "app", None)
+        is not app.asgi_router,
     }
     present = sorted(name for name, value in extras.items() if value)
     if present:
@@ -94,7 +111,7 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
     ``on_error`` is the app's exception handler (``responses.handle_exception``).
     """
     handler = registered_handler(app, PATH, METHOD)
-    _check_bare(handler)
+    _check_bare(app, handler, on_error)
     fn = handler.fn
     request_class = handler.resolve_request_class()
     exception_handlers = handler.resolve_exception_handlers()
@@ -110,25 +127,31 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
         scope["path_params"] = {}
         ScopeState.from_scope(scope).exception_handlers = exception_handlers
         request: Request[Any, Any, Any] = request_class(scope=scope, receive=receive, send=send)
+        messages: tuple[HTTPResponseStartEvent, HTTPResponseBodyEvent] | None = None
         try:
             response = await fn(request)
+            if _plain_json(response):
+                messages = _json_messages(response, serializer)
+            else:
+                answer = await handler.to_response(app=app, data=response, request=request)
         except Exception as exc:  # as Litestar's exception middleware: the app's problem
             error = on_error(request, exc)
             await error.to_asgi_response(app=None, request=request, type_encoders=type_encoders)(
                 scope, receive, send
             )
             return
-        if _plain_json(response):
-            await _send_json(response, send, serializer)
+        if messages is None:
+            await answer(scope, receive, send)
             return
-        answer = await handler.to_response(app=app, data=response, request=request)
-        await answer(scope, receive, send)
+        start, body = messages
+        await send(start)  # an error from here on: the answer has started (as in Litestar)
+        await send(body)
 
     return route
 
 
 def _plain_json(response: Any) -> bool:
-    """Say whether ``response`` is a plain JSON answer ``_send_json`` writes as Litestar does:
+    """Say whether ``response`` is a plain JSON answer ``_json_messages`` spells as Litestar does:
     a ``Response`` with a body, no cookie, no background task, no type encoders of its
     own, no Content-Type or Content-Length of its own."""
     if type(response) is not Response or response.background is not None or response.cookies:
@@ -145,8 +168,10 @@ def _plain_json(response: Any) -> bool:
     )
 
 
-async def _send_json(response: Response[Any], send: Send, serializer: Serializer) -> None:
-    """Send ``response`` as the two messages Litestar's ``ASGIResponse`` would send.
+def _json_messages(
+    response: Response[Any], serializer: Serializer
+) -> tuple[HTTPResponseStartEvent, HTTPResponseBodyEvent]:
+    """Return the two messages Litestar's ``ASGIResponse`` would send for ``response``.
 
     Its headers in their order, lower-cased, then Content-Type and Content-Length; the
     body rendered by the response itself with the handler's serializer. The unit tests
@@ -165,9 +190,7 @@ async def _send_json(response: Response[Any], send: Send, serializer: Serializer
         "status": response.status_code or 200,  # as ASGIResponse; _plain_json saw one
         "headers": headers,
     }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
+    return start, {"type": "http.response.body", "body": body, "more_body": False}
 
 
 def _answered_here(scope: HTTPScope) -> bool:

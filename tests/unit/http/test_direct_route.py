@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency, Provide
@@ -103,7 +104,7 @@ class Inner:
 
 
 def test_post_v1_jobs_is_answered_without_litestar_and_as_litestar_answers() -> None:
-    app = Litestar(route_handlers=[create, listing])
+    app = Litestar(route_handlers=[create, listing], exception_handlers={Exception: refused})
     inner = Inner(app)
     route = direct_create_route(app, inner, refused)
 
@@ -124,7 +125,7 @@ WRITTEN_HERE = {"created", "replayed", "problem", "unicode"}
 def test_each_kind_of_answer_is_sent_as_litestar_sends_it(
     answer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = Litestar(route_handlers=[create])
+    app = Litestar(route_handlers=[create], exception_handlers={Exception: refused})
     route = direct_create_route(app, Inner(app), refused)
     headers = [(b"host", b"gw.test"), (b"x-answer", answer.encode())]
 
@@ -140,7 +141,7 @@ def test_each_kind_of_answer_is_sent_as_litestar_sends_it(
 
 
 def test_an_exception_is_the_error_handlers_answer() -> None:
-    app = Litestar(route_handlers=[create])
+    app = Litestar(route_handlers=[create], exception_handlers={Exception: refused})
     inner = Inner(app)
     route = direct_create_route(app, inner, refused)
 
@@ -163,7 +164,7 @@ def test_an_exception_is_the_error_handlers_answer() -> None:
     ],
 )
 def test_every_other_request_goes_to_litestar(scope_args: dict[str, Any]) -> None:
-    app = Litestar(route_handlers=[create, listing])
+    app = Litestar(route_handlers=[create, listing], exception_handlers={Exception: refused})
     inner = Inner(app)
     route = direct_create_route(app, inner, refused)
 
@@ -174,7 +175,7 @@ def test_every_other_request_goes_to_litestar(scope_args: dict[str, Any]) -> Non
 
 
 def test_a_request_without_a_host_header_is_answered_directly() -> None:
-    app = Litestar(route_handlers=[create])
+    app = Litestar(route_handlers=[create], exception_handlers={Exception: refused})
     inner = Inner(app)
     sent = call(direct_create_route(app, inner, refused), scope_for(app, headers=[]))
     assert inner.seen == []
@@ -215,7 +216,7 @@ async def with_dependency(
     ],
 )
 def test_a_handler_with_more_around_it_is_refused_at_startup(handler: Any, said: str) -> None:
-    app = Litestar(route_handlers=[handler])
+    app = Litestar(route_handlers=[handler], exception_handlers={Exception: refused})
     with pytest.raises(DirectRouteUnsafe, match=said):
         direct_create_route(app, app.asgi_handler, refused)
 
@@ -226,9 +227,44 @@ def test_an_app_without_the_route_cannot_have_it() -> None:
         registered_handler(app, "/v1/jobs", "POST")
 
 
-def test_the_gateway_routes_creation_directly() -> None:
-    from gateway.app import create_app, settings_for_tests
-    from gateway.http.routes import create_job
+def test_the_gateway_answers_creation_past_litestars_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Litestar's route handling broken, POST /v1/jobs still answers (401: no key),
+    while /v1/jobs/, which goes through it, does not."""
+    from litestar.routes import HTTPRoute
 
+    from gateway.app import create_app, settings_for_tests
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Litestar's route was used")
+
+    monkeypatch.setattr(HTTPRoute, "handle", broken)  # before the app binds it
     app = create_app(settings_for_tests())
-    assert registered_handler(app, "/v1/jobs", "POST").fn is create_job.fn
+    direct = call(app, scope_for(app, headers=[(b"host", b"gw.test")]), body=b"{}")
+    assert direct[0]["status"] == 401
+    through = call(app, scope_for(app, path="/v1/jobs/", headers=[(b"host", b"gw.test")]))
+    assert through[0]["status"] == 500
+
+
+def refused_elsewhere(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    return Response({}, status_code=400)
+
+
+@pytest.mark.parametrize(
+    ("app_args", "said"),
+    [
+        pytest.param({"allowed_hosts": ["gw.test"]}, "allowed hosts", id="allowed hosts"),
+        pytest.param({"cors_config": CORSConfig()}, "a wrapper around the router", id="CORS"),
+        pytest.param({"after_exception": [lambda exc, scope: None]}, "after-exception", id="hook"),
+        pytest.param(
+            {"exception_handlers": {ValueError: refused_elsewhere}},
+            "exception handlers of its own",
+            id="another exception handler",
+        ),
+    ],
+)
+def test_an_app_with_more_around_its_routes_is_refused(app_args: dict[str, Any], said: str) -> None:
+    app = Litestar(
+        route_handlers=[create], **{"exception_handlers": {Exception: refused}, **app_args}
+    )
+    with pytest.raises(DirectRouteUnsafe, match=said):
+        direct_create_route(app, app.asgi_handler, refused)
