@@ -54,6 +54,11 @@ _RANDOM_BITS = 80
 _MAX_RANDOMNESS = (1 << _RANDOM_BITS) - 1
 
 
+def unix_milliseconds(moment: dt.datetime) -> int:
+    """Return ``moment`` as a ULID's time: whole milliseconds since the Unix epoch."""
+    return int(moment.timestamp() * 1000)
+
+
 def ulid_text(milliseconds: int, randomness: int) -> str:
     """Spell a ULID: 48 bits of Unix milliseconds, then 80 random bits, as 26 characters.
 
@@ -89,7 +94,7 @@ class UlidFactory:
 
     def new(self, prefix: str) -> str:
         """Return ``<prefix>_<ULID>``."""
-        milliseconds = int(self.clock.now().timestamp() * 1000)
+        milliseconds = unix_milliseconds(self.clock.now())
         if milliseconds == self._milliseconds and self._randomness < _MAX_RANDOMNESS:
             self._randomness += 1
         else:

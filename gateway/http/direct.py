@@ -40,7 +40,6 @@ from litestar.types import (
     Send,
     Serializer,
 )
-from litestar.utils.scope.state import ScopeState
 
 #: The answers ``_json_messages`` spells; any other goes through the handler's ``to_response``.
 _JSON_TYPES = frozenset({MediaType.JSON.value, "application/problem+json"})
@@ -114,7 +113,6 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
     _check_bare(app, handler, on_error)
     fn = handler.fn
     request_class = handler.resolve_request_class()
-    exception_handlers = handler.resolve_exception_handlers()
     type_encoders = handler.resolve_type_encoders()
     serializer = get_serializer(type_encoders)
     route_scope = {"route_handler": handler, "path_template": PATH}
@@ -125,7 +123,6 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
             return
         scope.update(route_scope)  # type: ignore[typeddict-item]
         scope["path_params"] = {}
-        ScopeState.from_scope(scope).exception_handlers = exception_handlers
         request: Request[Any, Any, Any] = request_class(scope=scope, receive=receive, send=send)
         messages: tuple[HTTPResponseStartEvent, HTTPResponseBodyEvent] | None = None
         try:

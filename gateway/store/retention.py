@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import sqlalchemy as sa
-from ulid import ULID
 
+from gateway.domain.clock import ulid_text, unix_milliseconds
 from gateway.domain.states import JobStatus
 from gateway.store.base import StoreBase
 from gateway.store.rows import naive_utc
@@ -23,7 +23,7 @@ def id_bound(cutoff: dt.datetime) -> str:
     Job ids are ``job_<ULID>`` and ULIDs sort by time, so the primary key narrows the scan;
     ``created_at`` still decides.
     """
-    stamp = str(ULID.from_datetime(cutoff))[:10]  # the 48-bit millisecond time, base32
+    stamp = ulid_text(unix_milliseconds(cutoff), 0)[:10]  # the 48-bit millisecond time
     return f"job_{stamp}{'Z' * 16}"
 
 
