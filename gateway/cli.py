@@ -71,7 +71,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "--workers",
         type=int,
         help="worker processes on one socket (default: $ONEJOB_WORKERS, else sized: "
-        "one per CPU on PostgreSQL, 1 on SQLite; 0 sizes it too)",
+        "on PostgreSQL one per CPU, one per two CPUs when it is on this host; 1 on SQLite; "
+        "0 sizes it too)",
     )
     serve.set_defaults(func=cmd_serve)
 

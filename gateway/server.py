@@ -1,7 +1,7 @@
 """Run the gateway's HTTP server: one process, or ``workers`` processes on one socket.
 
 Python runs one core per process, so a host serves with several worker processes
-(``onejob serve --workers N``; on PostgreSQL one per CPU by default) on one database:
+(``onejob serve --workers N``; on PostgreSQL sized to the CPUs by default) on one database:
 each has its own dispatcher, and the database decides every race between them as between
 hosts. The parent migrates once, starts the bundled simulator once (its own process),
 gives the workers a shared metrics directory, binds the socket, and supervises the

@@ -87,9 +87,10 @@ class Settings(BaseModel):
     certifications_path: str = "reports/certifications.json"
     max_body_bytes: int = 1024 * 1024
     #: Server processes on one socket (``onejob serve --workers``), each with a dispatcher.
-    #: Unset or 0 sizes it: one per CPU this process may run on with PostgreSQL, one on
+    #: Unset or 0 sizes it (``default_workers``): one per CPU this process may run on
+    #: with a PostgreSQL elsewhere, one per two with a PostgreSQL on this host, one on
     #: SQLite, where processes share the file's single write lock (docs/benchmarks.md
-    #: measured both). ``/metrics`` adds up all of them (gateway.metrics).
+    #: measured each). ``/metrics`` adds up all of them (gateway.metrics).
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)  # replaced by the sizing below
     log_level: str = "INFO"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -114,10 +115,10 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _size_workers(cls, data: Any) -> Any:
-        """Replace ``workers`` unset or 0 by one per usable CPU, or by 1 on SQLite."""
+        """Replace ``workers`` unset or 0 by ``default_workers`` for the database."""
         if isinstance(data, dict) and str(data.get("workers", "0")).strip() in ("0", ""):
             url = str(data.get("database_url") or DEFAULT_DATABASE_URL)
-            data = {**data, "workers": 1 if url.startswith("sqlite") else usable_cpus()}
+            data = {**data, "workers": default_workers(url)}
         return data
 
     @model_validator(mode="after")
@@ -169,6 +170,44 @@ _ENV_FIELDS = {
     "ONEJOB_LOG_LEVEL": "log_level",
     "ONEJOB_WORKERS": "workers",
 }
+
+
+def default_workers(database_url: str) -> int:
+    """Return the server processes ``onejob serve`` starts when not told.
+
+    SQLite: 1, as processes would share the file's one write lock. PostgreSQL on another
+    host: one per usable CPU, as Python runs one core per process. PostgreSQL on this
+    host: one per two usable CPUs (at least 1), as the database's backends need cores
+    too. On 2 vCPUs beside PostgreSQL, one worker made 1.17x the creations of two at
+    two thirds of the host's CPU per creation, and as many sync jobs
+    (docs/benchmarks.md, thirteenth session).
+    """
+    if database_url.startswith("sqlite"):
+        return 1
+    cpus = usable_cpus()
+    return max(1, cpus // 2) if database_on_this_host(database_url) else cpus
+
+
+#: Host names that reach a database on this machine.
+_LOOPBACK = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def database_on_this_host(database_url: str) -> bool:
+    """Say whether a PostgreSQL URL reaches this machine: a loopback host, no host (the
+    driver's default Unix socket), or a ``host=/path`` socket directory."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(database_url)
+    except (ArgumentError, ValueError):  # a malformed URL is refused where it is opened
+        return False
+    query_host = url.query.get("host")
+    hosts = query_host if isinstance(query_host, tuple) else (query_host,)
+    if any(h is not None and h.startswith("/") for h in hosts):
+        return True
+    host = (url.host or "").lower()
+    return host.startswith("/") or host in _LOOPBACK or host.startswith("127.")
 
 
 def usable_cpus(cpu_max: Path | None = None) -> int:

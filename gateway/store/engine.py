@@ -42,7 +42,7 @@ def pg_pool_share(processes: int) -> tuple[int, int]:
     Each process keeps the single process's 20 + 10 while the host's workers stay within
     ``PG_HOST_CONNECTIONS`` together (up to 2 workers); beyond that they split it, a
     third as overflow, at least ``PG_MIN_CONNECTIONS`` each. So the default ``--workers``
-    (one per CPU) stays inside PostgreSQL's default ``max_connections`` of 100 up to 8
+    (at most one per CPU) stays inside PostgreSQL's default ``max_connections`` of 100 up to 8
     CPUs. Two workers keep the whole 20 + 10 each: a worker may be given most of the
     host's connections at once (docs/decisions.md).
     """

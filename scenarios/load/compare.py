@@ -872,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="gateway worker processes (default 0: the gateway sizes them as it does by "
-        "default, one per CPU on PostgreSQL, 1 on SQLite)",
+        "default; here, beside the database, one per two CPUs on PostgreSQL, 1 on SQLite)",
     )
     parser.add_argument("--runners", type=int, default=16)
     parser.add_argument(

@@ -55,10 +55,12 @@ def exported(rev: str) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def ratios(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def ratios(
+    rounds: list[dict[str, dict[str, Any]]], figures: tuple[str, ...] = FIGURES
+) -> dict[str, dict[str, Any]]:
     """Per figure: each side's median and the median of the rounds' ``new / base``."""
     out: dict[str, dict[str, Any]] = {}
-    for figure in FIGURES:
+    for figure in figures:
         if any(r["base"].get(figure) is None for r in rounds):
             continue  # SQLite has no backends
         base = [r["base"][figure] for r in rounds]

@@ -181,6 +181,41 @@ def test_workers_are_sized_per_database_unless_set(
         Settings(database_url=pg, workers=-1)
 
 
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("postgresql+asyncpg://127.0.0.1:5432/test", True),
+        ("postgresql+asyncpg://onejob:secret@localhost/onejob", True),
+        ("postgresql+asyncpg://[::1]:5432/onejob", True),
+        ("postgresql+asyncpg:///onejob", True),  # the driver's default Unix socket
+        ("postgresql+asyncpg://onejob@/onejob?host=/var/run/postgresql", True),
+        ("postgresql+asyncpg://db.internal:5432/onejob", False),
+        ("postgresql+asyncpg://10.0.0.5/onejob", False),
+        ("postgresql+asyncpg://localhost.example.com/onejob", False),
+    ],
+)
+def test_a_postgresql_on_this_host_gets_one_worker_per_two_cpus(
+    monkeypatch: pytest.MonkeyPatch, url: str, local: bool
+) -> None:
+    from gateway.settings import database_on_this_host
+
+    assert database_on_this_host(url) is local
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
+    assert Settings(database_url=url).workers == (3 if local else 6)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    assert Settings(database_url=url).workers == (1 if local else 2)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert Settings(database_url=url).workers == 1
+    assert Settings(database_url=url, workers=2).workers == 2  # set: as given
+
+
+@pytest.mark.parametrize("url", ["not a url", "postgresql+asyncpg://h:port/db"])
+def test_a_malformed_database_url_is_not_called_local(url: str) -> None:
+    from gateway.settings import database_on_this_host
+
+    assert database_on_this_host(url) is False  # the engine refuses it when it opens it
+
+
 def test_sizing_counts_a_container_cpu_quota_and_caps_at_64(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
