@@ -31,6 +31,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.notify import ChangeHub
+from gateway.store import pg_round_trips as pg
 from gateway.store.engine import track_backends
 from gateway.store.pg_creations import CreationBatcher
 from gateway.store.pg_wakeups import Wakeups
@@ -77,8 +78,10 @@ class StoreBase:
         self._sqlite_codec = Codec(engine.dialect) if self._sqlite else None
         #: PostgreSQL: the NOTIFYs for other processes, sent after each commit.
         self._wakeups = None if self._sqlite else Wakeups(engine, self.hub.own_backends)
+        #: PostgreSQL: the connections kept out between statements sent alone.
+        self._kept = None if self._sqlite else pg.KeptConnections(engine)
         #: PostgreSQL: creations that queue while one is on the wire go together.
-        self._creations = None if self._sqlite else CreationBatcher(engine)
+        self._creations = None if self._sqlite else CreationBatcher(engine, self._kept)
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
 

@@ -213,7 +213,7 @@ class CreationAndReads(StoreBase):
         if key_hash is not None and self._creations is not None:
             records = await self._creations.create(params)  # with those queued meanwhile
         else:
-            async with pg.checkout(self.engine, sql) as driver:
+            async with pg.checkout(self.engine, sql, self._kept) as driver:
                 records = await driver.fetch(sql, *params)
         if not records:
             return None
@@ -229,7 +229,7 @@ class CreationAndReads(StoreBase):
         """PostgreSQL: the key is taken; read its job and audit the replay or conflict."""
         sql = pg.REPLAY
         params = (new.owner_id, new.idempotency_key, new.fingerprint, now)
-        async with pg.checkout(self.engine, sql) as driver:
+        async with pg.checkout(self.engine, sql, self._kept) as driver:
             records = await driver.fetch(sql, *params)
         if not records:
             return None

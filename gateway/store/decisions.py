@@ -241,7 +241,7 @@ class Decisions(StoreBase):
             fit(provider_request_id),
             fit(reported_model),
         )
-        async with pg.checkout(self.engine, sql) as driver:
+        async with pg.checkout(self.engine, sql, self._kept) as driver:
             records = await driver.fetch(sql, *params)
         if not records:
             return None

@@ -31,6 +31,9 @@ PG_HOST_CONNECTIONS = 80
 PG_MIN_CONNECTIONS = 10  # one process's pool and overflow together, at least
 IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
 _CHECKED_IN = "onejob_checked_in_at"
+#: When a connection kept checked out between statements (``pg_round_trips``) went idle;
+#: given back, that is its check-in time, so the checkout ping sees how long it sat.
+IDLE_SINCE = "onejob_idle_since"
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 log = logging.getLogger(__name__)
@@ -188,7 +191,7 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info[_CHECKED_IN] = time.monotonic()
+        record.info[_CHECKED_IN] = record.info.pop(IDLE_SINCE, None) or time.monotonic()
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:

@@ -54,8 +54,9 @@ _PER_JOB = 17
 class CreationBatcher:
     """Send the creations that queue while one is on the wire together (module docstring)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, kept: pg.KeptConnections | None = None) -> None:
         self.engine = engine
+        self.kept = kept
         self._queued: list[tuple[tuple[Any, ...], asyncio.Future[list[Any]]]] = []
         self._sending: set[asyncio.Task[None]] = set()
         self._flush_due = False
@@ -128,12 +129,12 @@ class CreationBatcher:
 
     async def _alone(self, params: tuple[Any, ...]) -> list[Any]:
         self.sent[1] = self.sent.get(1, 0) + 1
-        async with pg.checkout(self.engine, pg.CREATE_BY_KEY) as driver:
+        async with pg.checkout(self.engine, pg.CREATE_BY_KEY, self.kept) as driver:
             return list(await driver.fetch(pg.CREATE_BY_KEY, *params))
 
     async def _together(self, jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
         sql = pg.CREATE_BY_KEY_BATCH
-        async with pg.checkout(self.engine, sql) as driver:
+        async with pg.checkout(self.engine, sql, self.kept) as driver:
             return list(await driver.fetch(sql, *batch_parameters(jobs)))
 
     async def close(self) -> None:

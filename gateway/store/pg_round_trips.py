@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import types
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -24,12 +25,12 @@ from typing import Any
 import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.domain.records import JobRecord
 from gateway.notify import JOBS_CHANNEL
-from gateway.store.engine import pooled_connection
+from gateway.store.engine import IDLE_PING_AFTER, IDLE_SINCE, pooled_connection
 from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
 
@@ -308,10 +309,68 @@ def as_checked_json(value: Any) -> str:
 _encode_json = msgspec.json.Encoder().encode
 
 
+#: Connections a store keeps checked out between its single statements, at most.
+KEEP = 4
+
+
+class KeptConnections:
+    """A few pooled connections one store keeps checked out between its statements.
+
+    Each statement the store sends alone (``checkout``) took a connection from the pool
+    and gave it back: SQLAlchemy's greenlet, its checkout and check-in events and its
+    reset, about 100 and 70 µs of CPU at one connection on this host (timed in the
+    gateway), twice per sync job. And the pool hands out the connection idle longest,
+    so at one connection each statement went to another of its backends, cold: a sync
+    job cost PostgreSQL 0.79x the CPU on kept connections (docs/benchmarks.md,
+    thirteenth session).
+
+    So the last ``most`` connections given back after a statement that ended cleanly
+    stay out, newest first. They are still the pool's, counted as checked out, so the
+    pool's size bounds them with the rest. One that sat idle ``IDLE_PING_AFTER`` or
+    longer goes back to the pool with its idle time (``IDLE_SINCE``), and the pool's
+    checkout pings it as it would any idle connection. A statement that failed gives its
+    connection back as before (a lost one invalidated), never to the kept ones, and so
+    does a cancelled one. ``give_back`` returns them all: the store calls it before
+    disposing of the engine.
+    """
+
+    def __init__(self, engine: AsyncEngine, most: int = KEEP) -> None:
+        self.engine = engine
+        self.most = most
+        self._idle: list[PoolProxiedConnection] = []
+
+    async def take(self) -> PoolProxiedConnection | None:
+        """Return the newest kept connection still fresh enough to use unpinged, if any."""
+        while self._idle:
+            fairy = self._idle.pop()
+            if time.monotonic() - fairy.info[IDLE_SINCE] < IDLE_PING_AFTER:
+                del fairy.info[IDLE_SINCE]
+                return fairy
+            await hand_back(self.engine, fairy)  # the pool pings it at its next checkout
+        return None
+
+    def keep(self, fairy: PoolProxiedConnection) -> bool:
+        """Keep a connection after a statement that ended cleanly, if there is room."""
+        if len(self._idle) >= self.most or fairy.dbapi_connection is None:
+            return False
+        fairy.info[IDLE_SINCE] = time.monotonic()
+        self._idle.append(fairy)
+        return True
+
+    async def give_back(self) -> None:
+        """Return every kept connection to the pool."""
+        idle, self._idle = self._idle, []
+        for fairy in idle:
+            await hand_back(self.engine, fairy)
+
+
 @contextlib.asynccontextmanager
-async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
+async def checkout(
+    engine: AsyncEngine, sql: str, kept: KeptConnections | None = None
+) -> AsyncIterator[Any]:
     """Yield a pooled asyncpg connection for one statement outside a transaction; raise
-    its errors as SQLAlchemy's do.
+    its errors as SQLAlchemy's do. With ``kept``, take a kept connection if there is one,
+    and keep this one afterwards if the statement ended cleanly (``KeptConnections``).
 
     The connection comes from the engine's pool (its checkout events, the idle ping
     included, still run), without an SQLAlchemy ``Connection`` around it: building that,
@@ -324,10 +383,14 @@ async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
     A lost connection is a ``DBAPIError`` with ``connection_invalidated`` (the pool
     drops it), and every caller above handles one kind of database error.
     """
-    fairy = await pooled_connection(engine)
+    fairy = await kept.take() if kept is not None else None
+    if fairy is None:
+        fairy = await pooled_connection(engine)
     driver = fairy.driver_connection
+    clean = False
     try:
         yield driver
+        clean = True
     except Exception as exc:
         import asyncpg
 
@@ -346,11 +409,23 @@ async def checkout(engine: AsyncEngine, sql: str) -> AsyncIterator[Any]:
             await _to_the_end(fairy.invalidate, exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
     finally:
-        pool = engine.pool
-        if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
-            fairy.close()
-        else:  # the pool closes this one: the driver's close is awaited
-            await _to_the_end(fairy.close)
+        # Kept only where the pool has room for it, so a kept one is never an overflow
+        # connection the pool would have closed.
+        if not (clean and kept is not None and _pool_has_room(engine) and kept.keep(fairy)):
+            await hand_back(engine, fairy)
+
+
+def _pool_has_room(engine: AsyncEngine) -> bool:
+    pool = engine.pool
+    return isinstance(pool, QueuePool) and pool.checkedin() < pool.size()
+
+
+async def hand_back(engine: AsyncEngine, fairy: PoolProxiedConnection) -> None:
+    """Return a connection to the pool, or close it when the pool is full."""
+    if _pool_has_room(engine):
+        fairy.close()
+    else:  # the pool closes this one: the driver's close is awaited
+        await _to_the_end(fairy.close)
 
 
 #: Connection hand-backs still running after their caller was cancelled (kept referenced).

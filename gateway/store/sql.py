@@ -53,11 +53,14 @@ class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, 
             await conn.execute(sa.text("SELECT 1"))
 
     async def close(self) -> None:
-        """Finish the creations on the wire, send the last wake-ups, dispose of the engine."""
+        """Finish the creations on the wire, send the last wake-ups, give back the kept
+        connections, dispose of the engine."""
         if self._creations is not None:
             await self._creations.close()
         if self._wakeups is not None:
             await self._wakeups.close()
+        if self._kept is not None:
+            await self._kept.give_back()
         await self.engine.dispose()
 
 

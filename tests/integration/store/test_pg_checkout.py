@@ -170,3 +170,158 @@ async def test_a_second_cancellation_during_the_hand_back_does_not_leak_the_conn
         assert not pg._HANDING_BACK
     finally:
         await engine.dispose()
+
+
+# -- connections kept out between statements (``KeptConnections``) ---------------------------
+
+
+async def _kept_pid(engine: sa.ext.asyncio.AsyncEngine, kept: pg.KeptConnections) -> int:
+    async with pg.checkout(engine, PID, kept) as driver:
+        return int(await driver.fetchval(PID))
+
+
+async def test_a_kept_connection_serves_the_next_statement_and_goes_back_on_give_back(
+    pg_url: str,
+) -> None:
+    engine = make_engine(pg_url, pool_size=3, max_overflow=0)
+    kept = pg.KeptConnections(engine, most=1)
+    try:
+        first = await _kept_pid(engine, kept)
+        assert engine.pool.checkedout() == 1  # kept out, still the pool's
+        assert await _kept_pid(engine, kept) == first
+        assert await _kept_pid(engine, kept) == first
+        await kept.give_back()
+        assert engine.pool.checkedout() == 0
+        assert engine.pool.checkedin() == 1
+        assert await _pid(engine) == first  # back in the pool, alive
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_no_more_than_most_are_kept(pg_url: str) -> None:
+    engine = make_engine(pg_url, pool_size=5, max_overflow=0)
+    kept = pg.KeptConnections(engine, most=2)
+    release = asyncio.Event()
+    holding = asyncio.Semaphore(0)
+
+    async def hold() -> None:
+        async with pg.checkout(engine, PID, kept) as driver:
+            await driver.fetchval(PID)
+            holding.release()
+            await release.wait()
+
+    try:
+        tasks = [asyncio.create_task(hold()) for _ in range(4)]
+        for _ in tasks:
+            await holding.acquire()
+        release.set()
+        await asyncio.gather(*tasks)
+        assert engine.pool.checkedout() == 2
+        assert engine.pool.checkedin() == 2
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_a_failed_statement_does_not_keep_its_connection(pg_url: str) -> None:
+    engine = make_engine(pg_url, pool_size=2, max_overflow=0)
+    kept = pg.KeptConnections(engine)
+    try:
+        with pytest.raises(sa.exc.DBAPIError):
+            async with pg.checkout(engine, "SELECT 1/0", kept) as driver:
+                await driver.fetch("SELECT 1/0")
+        assert engine.pool.checkedout() == 0  # back in the pool, as before
+        doomed = await _kept_pid(engine, kept)
+        admin = make_engine(pg_url)
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
+        finally:
+            await admin.dispose()
+        with pytest.raises(sa.exc.DBAPIError) as caught:  # the kept one was lost
+            async with pg.checkout(engine, PID, kept) as driver:
+                await driver.fetchval(PID)
+        assert caught.value.connection_invalidated
+        assert engine.pool.checkedout() == 0
+        assert await _kept_pid(engine, kept) != doomed
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_a_cancelled_statement_does_not_keep_its_connection(pg_url: str) -> None:
+    engine = make_engine(pg_url, pool_size=2, max_overflow=0)
+    kept = pg.KeptConnections(engine)
+    started = asyncio.Event()
+
+    async def slow() -> None:
+        async with pg.checkout(engine, "SELECT pg_sleep(10)", kept) as driver:
+            started.set()
+            await driver.fetchval("SELECT pg_sleep(10)")
+
+    try:
+        task = asyncio.create_task(slow())
+        await started.wait()
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not kept._idle
+        assert engine.pool.checkedout() == 0
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_a_kept_connection_idle_too_long_is_pinged_by_the_pool_and_replaced_if_dead(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed while kept and idle: once it sat ``IDLE_PING_AFTER``, the next statement
+    goes through the pool, whose checkout ping finds it dead and opens a fresh one; the
+    statement succeeds, where without the ping it would have failed (a 503)."""
+    from gateway.store import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "IDLE_PING_AFTER", 0.2)
+    monkeypatch.setattr(pg, "IDLE_PING_AFTER", 0.2)
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)
+    kept = pg.KeptConnections(engine)
+    try:
+        doomed = await _kept_pid(engine, kept)
+        admin = make_engine(pg_url)
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
+        finally:
+            await admin.dispose()
+        await asyncio.sleep(0.3)
+        assert await _kept_pid(engine, kept) != doomed
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_url: str) -> None:
+    """Given back when the pool is full, a kept connection is closed (which awaits the
+    driver), not left open behind the pool's back."""
+    engine = make_engine(pg_url, pool_size=1, max_overflow=1)
+    kept = pg.KeptConnections(engine)
+    try:
+        async with pg.checkout(engine, PID) as holder:  # the pool's one
+            second = await _kept_pid(engine, kept)  # the pool had room then: kept
+            assert await holder.fetchval("SELECT 1") == 1
+        assert engine.pool.checkedin() == 1  # the holder's; the pool is full now
+        await kept.give_back()
+        assert engine.pool.checkedout() == 0
+        assert engine.pool.checkedin() == 1
+        async with engine.connect() as admin:
+            alive = (
+                await admin.execute(
+                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"),
+                    {"p": second},
+                )
+            ).scalar_one()
+        assert alive == 0
+    finally:
+        await kept.give_back()
+        await engine.dispose()
