@@ -188,12 +188,16 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['new']} over {report['base']}: {report['mode']}, {report['database']},"
         f" {report['connections']} connection(s), {len(report['rounds'])} rounds"
     ]
-    for figure, r in report["ratios"].items():
-        lines.append(
-            f"  {figure}: base {r['base']}, new {r['new']}, new/base {r['new_over_base']}x"
-            f" (rounds {r['rounds']})"
-        )
-    return "\n".join(lines)
+    return "\n".join(lines + figure_lines(report["ratios"], "base", "new"))
+
+
+def figure_lines(figures: dict[str, dict[str, Any]], base: str, new: str) -> list[str]:
+    """One line per figure of ``ratios``: both medians and the median ratio."""
+    return [
+        f"  {figure}: {base} {r['base']}, {new} {r['new']}, {new}/{base} {r['new_over_base']}x"
+        f" (rounds {r['rounds']})"
+        for figure, r in figures.items()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

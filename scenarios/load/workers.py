@@ -29,7 +29,7 @@ from typing import Any
 
 from scenarios.load import compare, wrk_scripts
 from scenarios.load.bench import child, free_port, ready, say
-from scenarios.load.duel import backends_cpu_s, ratios
+from scenarios.load.duel import backends_cpu_s, figure_lines, ratios
 
 ROOT = Path(__file__).resolve().parents[2]
 WARM_SECONDS = 2
@@ -127,12 +127,7 @@ def summary(report: dict[str, Any]) -> str:
         f" {report['database']}, {report['connections']} connection(s),"
         f" {len(report['rounds'])} alternated rounds"
     ]
-    for figure, r in report["ratios"].items():
-        lines.append(
-            f"  {figure}: {first} -> {r['base']}, {second} -> {r['new']},"
-            f" {second}/{first} {r['new_over_base']}x (rounds {r['rounds']})"
-        )
-    return "\n".join(lines)
+    return "\n".join(lines + figure_lines(report["ratios"], str(first), str(second)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,16 @@ async def _pid(engine: sa.ext.asyncio.AsyncEngine) -> int:
         return int(await driver.fetchval(PID))
 
 
+async def _terminate(pg_url: str, pid: int) -> None:
+    """End a backend from another one, as a server restart or an admin would."""
+    admin = make_engine(pg_url)
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+    finally:
+        await admin.dispose()
+
+
 async def test_a_server_error_keeps_the_connection(pg_url: str) -> None:
     engine = make_engine(pg_url, pool_size=1, max_overflow=0)
     try:
@@ -52,12 +62,7 @@ async def test_a_lost_connection_is_dropped_and_the_next_one_is_fresh(pg_url: st
     engine = make_engine(pg_url, pool_size=1, max_overflow=0)
     try:
         doomed = await _pid(engine)
-        admin = make_engine(pg_url)  # another backend ends this one
-        try:
-            async with admin.connect() as conn:
-                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
-        finally:
-            await admin.dispose()
+        await _terminate(pg_url, doomed)
         with pytest.raises(sa.exc.DBAPIError) as caught:
             async with pg.checkout(engine, PID) as driver:
                 await driver.fetchval(PID)
@@ -233,12 +238,7 @@ async def test_a_failed_statement_does_not_keep_its_connection(pg_url: str) -> N
                 await driver.fetch("SELECT 1/0")
         assert engine.pool.checkedout() == 0  # back in the pool, as before
         doomed = await _kept_pid(engine, kept)
-        admin = make_engine(pg_url)
-        try:
-            async with admin.connect() as conn:
-                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
-        finally:
-            await admin.dispose()
+        await _terminate(pg_url, doomed)
         with pytest.raises(sa.exc.DBAPIError) as caught:  # the kept one was lost
             async with pg.checkout(engine, PID, kept) as driver:
                 await driver.fetchval(PID)
@@ -288,12 +288,7 @@ async def test_a_kept_connection_idle_too_long_is_pinged_by_the_pool_and_replace
     kept = pg.KeptConnections(engine)
     try:
         doomed = await _kept_pid(engine, kept)
-        admin = make_engine(pg_url)
-        try:
-            async with admin.connect() as conn:
-                await conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": doomed})
-        finally:
-            await admin.dispose()
+        await _terminate(pg_url, doomed)
         await asyncio.sleep(0.3)
         assert await _kept_pid(engine, kept) != doomed
     finally:

@@ -38,7 +38,7 @@ def test_the_summary_reads_second_count_over_first_with_the_host_cpu() -> None:
     assert text.splitlines()[0] == (
         "abc: 1 worker(s) over 2, create, sqlite, 16 connection(s), 2 alternated rounds"
     )
-    assert "  rps: 2 -> 900.0, 1 -> 1040.0, 1/2 1.15x (rounds [1.2, 1.1])" in text
+    assert "  rps: 2 900.0, 1 1040.0, 1/2 1.15x (rounds [1.2, 1.1])" in text
     assert "host_cpu_ms" in report["ratios"]
     assert "db_cpu_ms" not in report["ratios"]  # SQLite has no backends
 
