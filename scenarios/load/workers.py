@@ -54,7 +54,7 @@ async def start(
     payload = {"contract": compare.CONTRACT, "input": compare.INPUT}
     body = json.dumps(payload)
     if args.mode == "replay":
-        await compare.seed_replay_keys(base, key, payload)
+        await compare.seed_replay_keys(base, key, payload, url)
         load = wrk_scripts.replay_jobs(key, body, compare.REPLAY_KEYS)
     else:
         load = wrk_scripts.create_jobs(key, body, wait=30 if args.mode == "sync" else None)
