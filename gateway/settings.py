@@ -192,9 +192,12 @@ def default_workers(database_url: str) -> int:
 _LOOPBACK = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
 
 
-def database_on_this_host(database_url: str) -> bool:
-    """Say whether a PostgreSQL URL reaches this machine: a loopback host, no host (the
-    driver's default Unix socket), or a ``host=/path`` socket directory."""
+def database_on_this_host(database_url: str, env: Mapping[str, str] | None = None) -> bool:
+    """Say whether a PostgreSQL URL reaches this machine only: every host it names (the
+    URL's, or its ``host=`` query parameters, which the driver prefers) is a loopback
+    address or a Unix socket directory; no host at all is ``PGHOST``'s, else the
+    driver's default socket. A proxy on localhost in front of a remote database counts
+    as local: set ``workers`` there."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -203,11 +206,22 @@ def database_on_this_host(database_url: str) -> bool:
     except (ArgumentError, ValueError):  # a malformed URL is refused where it is opened
         return False
     query_host = url.query.get("host")
-    hosts = query_host if isinstance(query_host, tuple) else (query_host,)
-    if any(h is not None and h.startswith("/") for h in hosts):
-        return True
-    host = (url.host or "").lower()
-    return host.startswith("/") or host in _LOOPBACK or host.startswith("127.")
+    named = query_host if isinstance(query_host, tuple) else (query_host,)
+    hosts = [h for value in named if value for h in value.split(",")]
+    if not hosts:
+        hosts = [url.host or (os.environ if env is None else env).get("PGHOST", "")]
+    return all(_local_host(h) for h in hosts)
+
+
+def _local_host(host: str) -> bool:
+    host = host.strip().lower()
+    if host.startswith("/"):
+        return True  # a Unix socket directory
+    if host.startswith("["):  # [::1]:5432
+        host = host[1 : host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:  # name:port
+        host = host.split(":", 1)[0]
+    return host in _LOOPBACK or host.startswith("127.") or host == "0:0:0:0:0:0:0:1"
 
 
 def usable_cpus(cpu_max: Path | None = None) -> int:

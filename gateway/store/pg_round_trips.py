@@ -326,42 +326,70 @@ class KeptConnections:
 
     So the last ``most`` connections given back after a statement that ended cleanly
     stay out, newest first. They are still the pool's, counted as checked out, so the
-    pool's size bounds them with the rest. One that sat idle ``IDLE_PING_AFTER`` or
-    longer goes back to the pool with its idle time (``IDLE_SINCE``), and the pool's
-    checkout pings it as it would any idle connection. A statement that failed gives its
-    connection back as before (a lost one invalidated), never to the kept ones, and so
-    does a cancelled one. ``give_back`` returns them all: the store calls it before
+    pool's size bounds them with the rest, and one is kept only while the pool is
+    within its size (never an overflow connection, never while others may be waiting
+    for one). One that sat idle ``IDLE_PING_AFTER`` or longer, or whose socket the
+    driver saw close, goes back to the pool with its idle time (``IDLE_SINCE``), and
+    the pool's checkout pings it as it would any idle connection; each ``take`` sends
+    the oldest stale ones back too. A statement that failed gives its connection back
+    as before (a lost one invalidated), never to the kept ones, and so does a cancelled
+    one. ``give_back`` returns them all and keeps none after: the store calls it before
     disposing of the engine.
+
+    Not done: SQLAlchemy invalidates a whole pool when one of its ``Connection`` objects
+    meets a lost server; the kept ones are not checked against that (it is private
+    state), so after a restart up to ``most`` statements may meet their dead connection
+    and answer 503, as any pooled connection used within ``IDLE_PING_AFTER`` would.
     """
 
     def __init__(self, engine: AsyncEngine, most: int = KEEP) -> None:
         self.engine = engine
         self.most = most
         self._idle: list[PoolProxiedConnection] = []
+        self._closed = False
 
     async def take(self) -> PoolProxiedConnection | None:
         """Return the newest kept connection still fresh enough to use unpinged, if any."""
+        while self._idle and not _fresh(self._idle[0]):
+            await hand_back(self.engine, self._idle.pop(0))  # pinged at its next checkout
         while self._idle:
             fairy = self._idle.pop()
-            if time.monotonic() - fairy.info[IDLE_SINCE] < IDLE_PING_AFTER:
+            if _fresh(fairy):
                 del fairy.info[IDLE_SINCE]
                 return fairy
-            await hand_back(self.engine, fairy)  # the pool pings it at its next checkout
+            await hand_back(self.engine, fairy)
         return None
 
     def keep(self, fairy: PoolProxiedConnection) -> bool:
         """Keep a connection after a statement that ended cleanly, if there is room."""
-        if len(self._idle) >= self.most or fairy.dbapi_connection is None:
+        pool = self.engine.pool
+        if (
+            self._closed
+            or len(self._idle) >= self.most
+            or fairy.dbapi_connection is None
+            or not isinstance(pool, QueuePool)
+            or pool.checkedout() > pool.size()  # this one included
+        ):
             return False
         fairy.info[IDLE_SINCE] = time.monotonic()
         self._idle.append(fairy)
         return True
 
     async def give_back(self) -> None:
-        """Return every kept connection to the pool."""
+        """Return every kept connection to the pool, and keep none from now on."""
+        self._closed = True
         idle, self._idle = self._idle, []
         for fairy in idle:
             await hand_back(self.engine, fairy)
+
+
+def _fresh(fairy: PoolProxiedConnection) -> bool:
+    driver = fairy.driver_connection
+    return (
+        time.monotonic() - fairy.info[IDLE_SINCE] < IDLE_PING_AFTER
+        and driver is not None
+        and not driver.is_closed()
+    )
 
 
 @contextlib.asynccontextmanager
@@ -387,7 +415,7 @@ async def checkout(
     if fairy is None:
         fairy = await pooled_connection(engine)
     driver = fairy.driver_connection
-    clean = False
+    clean = invalidating = False
     try:
         yield driver
         clean = True
@@ -406,12 +434,14 @@ async def checkout(
         lost = not server_error or (driver is not None and driver.is_closed())
         if lost:
             # Closing the broken connection awaits the driver: SQLAlchemy's greenlet.
+            # The invalidation checks the connection in itself: ``finally`` must not,
+            # even when this caller is cancelled while it runs (a second check-in would
+            # put the dying connection in the pool's queue for someone else).
+            invalidating = True
             await _to_the_end(fairy.invalidate, exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
     finally:
-        # Kept only where the pool has room for it, so a kept one is never an overflow
-        # connection the pool would have closed.
-        if not (clean and kept is not None and _pool_has_room(engine) and kept.keep(fairy)):
+        if not (invalidating or (clean and kept is not None and kept.keep(fairy))):
             await hand_back(engine, fairy)
 
 

@@ -55,13 +55,15 @@ class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, 
     async def close(self) -> None:
         """Finish the creations on the wire, send the last wake-ups, give back the kept
         connections, dispose of the engine."""
-        if self._creations is not None:
-            await self._creations.close()
-        if self._wakeups is not None:
-            await self._wakeups.close()
-        if self._kept is not None:
-            await self._kept.give_back()
-        await self.engine.dispose()
+        try:
+            if self._creations is not None:
+                await self._creations.close()
+            if self._wakeups is not None:
+                await self._wakeups.close()
+        finally:
+            if self._kept is not None:
+                await self._kept.give_back()
+            await self.engine.dispose()
 
 
 async def open_store(

@@ -302,9 +302,10 @@ async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_ur
     engine = make_engine(pg_url, pool_size=1, max_overflow=1)
     kept = pg.KeptConnections(engine)
     try:
-        async with pg.checkout(engine, PID) as holder:  # the pool's one
-            second = await _kept_pid(engine, kept)  # the pool had room then: kept
+        second = await _kept_pid(engine, kept)  # the pool's one: kept
+        async with pg.checkout(engine, PID) as holder:  # an overflow one, given back
             assert await holder.fetchval("SELECT 1") == 1
+        assert kept._idle
         assert engine.pool.checkedin() == 1  # the holder's; the pool is full now
         await kept.give_back()
         assert engine.pool.checkedout() == 0
@@ -319,4 +320,36 @@ async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_ur
         assert alive == 0
     finally:
         await kept.give_back()
+        await engine.dispose()
+
+
+async def test_a_connection_beyond_the_pool_size_is_not_kept(pg_url: str) -> None:
+    """Kept only while the pool is within its size: an overflow connection, or one others
+    may be waiting for, goes back (here: the pool's one is held, so this one is extra)."""
+    engine = make_engine(pg_url, pool_size=1, max_overflow=1)
+    kept = pg.KeptConnections(engine)
+    try:
+        async with pg.checkout(engine, PID) as holder:  # the pool's one
+            extra = await _kept_pid(engine, kept)
+            assert not kept._idle
+            assert engine.pool.checkedout() == 1
+            assert await holder.fetchval("SELECT 1") == 1
+        assert extra > 0
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
+async def test_nothing_is_kept_after_give_back(pg_url: str) -> None:
+    """The store gives them back before disposing of the engine; a statement finishing
+    after that must not keep its connection out of the pool's reach."""
+    engine = make_engine(pg_url, pool_size=2, max_overflow=0)
+    kept = pg.KeptConnections(engine)
+    try:
+        await _kept_pid(engine, kept)
+        await kept.give_back()
+        await _kept_pid(engine, kept)
+        assert not kept._idle
+        assert engine.pool.checkedout() == 0
+    finally:
         await engine.dispose()

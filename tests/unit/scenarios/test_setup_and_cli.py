@@ -192,6 +192,11 @@ def test_workers_are_sized_per_database_unless_set(
         ("postgresql+asyncpg://db.internal:5432/onejob", False),
         ("postgresql+asyncpg://10.0.0.5/onejob", False),
         ("postgresql+asyncpg://localhost.example.com/onejob", False),
+        ("postgresql+asyncpg://onejob@/onejob?host=db.internal", False),  # the query's host
+        ("postgresql+asyncpg://localhost/onejob?host=db.internal", False),  # wins
+        ("postgresql+asyncpg://u@/onejob?host=127.0.0.1:5432&host=db.internal:5432", False),
+        ("postgresql+asyncpg://u@/onejob?host=/var/run/postgresql,db.internal", False),
+        ("postgresql+asyncpg://u@/onejob?host=localhost:5432&host=[::1]:5433", True),
     ],
 )
 def test_a_postgresql_on_this_host_gets_one_worker_per_two_cpus(
@@ -199,6 +204,7 @@ def test_a_postgresql_on_this_host_gets_one_worker_per_two_cpus(
 ) -> None:
     from gateway.settings import database_on_this_host
 
+    monkeypatch.delenv("PGHOST", raising=False)
     assert database_on_this_host(url) is local
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
     assert Settings(database_url=url).workers == (3 if local else 6)
@@ -207,6 +213,15 @@ def test_a_postgresql_on_this_host_gets_one_worker_per_two_cpus(
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
     assert Settings(database_url=url).workers == 1
     assert Settings(database_url=url, workers=2).workers == 2  # set: as given
+
+
+def test_no_host_in_the_url_is_pghost_else_the_default_socket() -> None:
+    from gateway.settings import database_on_this_host
+
+    url = "postgresql+asyncpg:///onejob"
+    assert database_on_this_host(url, env={}) is True
+    assert database_on_this_host(url, env={"PGHOST": "/run/postgresql"}) is True
+    assert database_on_this_host(url, env={"PGHOST": "db.internal"}) is False
 
 
 @pytest.mark.parametrize("url", ["not a url", "postgresql+asyncpg://h:port/db"])
