@@ -131,14 +131,19 @@ async def start_side(
     proc = stack.enter_context(child(cmd, log, cwd=root))  # imports the version in ``root``
     base = f"http://127.0.0.1:{port}"
     await ready(f"{base}/healthz", proc, log)
+    return proc.pid, base, await load_script(args.mode, base, key, url, work), url
+
+
+async def load_script(mode: str, base: str, key: str, url: str, work: Path) -> Path:
+    """Write the wrk script of ``mode`` (seeding the replay keys first) and return it."""
     payload = {"contract": compare.CONTRACT, "input": compare.INPUT}
     body = json.dumps(payload)
-    if args.mode == "replay":
+    if mode == "replay":
         await compare.seed_replay_keys(base, key, payload, url)
         load = wrk_scripts.replay_jobs(key, body, compare.REPLAY_KEYS)
     else:
-        load = wrk_scripts.create_jobs(key, body, wait=30 if args.mode == "sync" else None)
-    return proc.pid, base, wrk_scripts.write(work / "load.lua", load), url
+        load = wrk_scripts.create_jobs(key, body, wait=30 if mode == "sync" else None)
+    return wrk_scripts.write(work / "load.lua", load)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scenarios.load import compare, wrk_scripts
+from scenarios.load import compare
 from scenarios.load.bench import child, free_port, ready, say
-from scenarios.load.duel import backends_cpu_s, figure_lines, ratios
+from scenarios.load.duel import backends_cpu_s, figure_lines, load_script, ratios
 
 ROOT = Path(__file__).resolve().parents[2]
 WARM_SECONDS = 2
@@ -51,14 +51,7 @@ async def start(
     )
     pid = await stack.enter_async_context(compare.gateway(settings, port, work))
     base = f"http://127.0.0.1:{port}"
-    payload = {"contract": compare.CONTRACT, "input": compare.INPUT}
-    body = json.dumps(payload)
-    if args.mode == "replay":
-        await compare.seed_replay_keys(base, key, payload, url)
-        load = wrk_scripts.replay_jobs(key, body, compare.REPLAY_KEYS)
-    else:
-        load = wrk_scripts.create_jobs(key, body, wait=30 if args.mode == "sync" else None)
-    return pid, base, wrk_scripts.write(work / "load.lua", load), url
+    return pid, base, await load_script(args.mode, base, key, url, work), url
 
 
 def one_run(side: tuple[int, str, Path, str], args: argparse.Namespace, prefix: str) -> Any:

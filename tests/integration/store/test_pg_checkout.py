@@ -9,8 +9,10 @@ the pool, and connections beyond the pool's size are closed, not leaked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import warnings
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -180,6 +182,20 @@ async def test_a_second_cancellation_during_the_hand_back_does_not_leak_the_conn
 # -- connections kept out between statements (``KeptConnections``) ---------------------------
 
 
+@contextlib.asynccontextmanager
+async def kept_engine(
+    pg_url: str, *, most: int = pg.KEEP, **pool: int
+) -> AsyncIterator[tuple[sa.ext.asyncio.AsyncEngine, pg.KeptConnections]]:
+    """An engine with its pool sized by ``pool``, and connections kept out of it."""
+    engine = make_engine(pg_url, **pool)
+    kept = pg.KeptConnections(engine, most=most)
+    try:
+        yield engine, kept
+    finally:
+        await kept.give_back()
+        await engine.dispose()
+
+
 async def _kept_pid(engine: sa.ext.asyncio.AsyncEngine, kept: pg.KeptConnections) -> int:
     async with pg.checkout(engine, PID, kept) as driver:
         return int(await driver.fetchval(PID))
@@ -188,9 +204,7 @@ async def _kept_pid(engine: sa.ext.asyncio.AsyncEngine, kept: pg.KeptConnections
 async def test_a_kept_connection_serves_the_next_statement_and_goes_back_on_give_back(
     pg_url: str,
 ) -> None:
-    engine = make_engine(pg_url, pool_size=3, max_overflow=0)
-    kept = pg.KeptConnections(engine, most=1)
-    try:
+    async with kept_engine(pg_url, pool_size=3, max_overflow=0, most=1) as (engine, kept):
         first = await _kept_pid(engine, kept)
         assert engine.pool.checkedout() == 1  # kept out, still the pool's
         assert await _kept_pid(engine, kept) == first
@@ -199,24 +213,19 @@ async def test_a_kept_connection_serves_the_next_statement_and_goes_back_on_give
         assert engine.pool.checkedout() == 0
         assert engine.pool.checkedin() == 1
         assert await _pid(engine) == first  # back in the pool, alive
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_no_more_than_most_are_kept(pg_url: str) -> None:
-    engine = make_engine(pg_url, pool_size=5, max_overflow=0)
-    kept = pg.KeptConnections(engine, most=2)
     release = asyncio.Event()
     holding = asyncio.Semaphore(0)
+    async with kept_engine(pg_url, pool_size=5, max_overflow=0, most=2) as (engine, kept):
 
-    async def hold() -> None:
-        async with pg.checkout(engine, PID, kept) as driver:
-            await driver.fetchval(PID)
-            holding.release()
-            await release.wait()
+        async def hold() -> None:
+            async with pg.checkout(engine, PID, kept) as driver:
+                await driver.fetchval(PID)
+                holding.release()
+                await release.wait()
 
-    try:
         tasks = [asyncio.create_task(hold()) for _ in range(4)]
         for _ in tasks:
             await holding.acquire()
@@ -224,15 +233,10 @@ async def test_no_more_than_most_are_kept(pg_url: str) -> None:
         await asyncio.gather(*tasks)
         assert engine.pool.checkedout() == 2
         assert engine.pool.checkedin() == 2
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_a_failed_statement_does_not_keep_its_connection(pg_url: str) -> None:
-    engine = make_engine(pg_url, pool_size=2, max_overflow=0)
-    kept = pg.KeptConnections(engine)
-    try:
+    async with kept_engine(pg_url, pool_size=2, max_overflow=0) as (engine, kept):
         with pytest.raises(sa.exc.DBAPIError):
             async with pg.checkout(engine, "SELECT 1/0", kept) as driver:
                 await driver.fetch("SELECT 1/0")
@@ -245,22 +249,17 @@ async def test_a_failed_statement_does_not_keep_its_connection(pg_url: str) -> N
         assert caught.value.connection_invalidated
         assert engine.pool.checkedout() == 0
         assert await _kept_pid(engine, kept) != doomed
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_a_cancelled_statement_does_not_keep_its_connection(pg_url: str) -> None:
-    engine = make_engine(pg_url, pool_size=2, max_overflow=0)
-    kept = pg.KeptConnections(engine)
     started = asyncio.Event()
+    async with kept_engine(pg_url, pool_size=2, max_overflow=0) as (engine, kept):
 
-    async def slow() -> None:
-        async with pg.checkout(engine, "SELECT pg_sleep(10)", kept) as driver:
-            started.set()
-            await driver.fetchval("SELECT pg_sleep(10)")
+        async def slow() -> None:
+            async with pg.checkout(engine, "SELECT pg_sleep(10)", kept) as driver:
+                started.set()
+                await driver.fetchval("SELECT pg_sleep(10)")
 
-    try:
         task = asyncio.create_task(slow())
         await started.wait()
         await asyncio.sleep(0.1)
@@ -269,9 +268,6 @@ async def test_a_cancelled_statement_does_not_keep_its_connection(pg_url: str) -
             await task
         assert not kept._idle
         assert engine.pool.checkedout() == 0
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_a_kept_connection_idle_too_long_is_pinged_by_the_pool_and_replaced_if_dead(
@@ -284,24 +280,17 @@ async def test_a_kept_connection_idle_too_long_is_pinged_by_the_pool_and_replace
 
     monkeypatch.setattr(engine_module, "IDLE_PING_AFTER", 0.2)
     monkeypatch.setattr(pg, "IDLE_PING_AFTER", 0.2)
-    engine = make_engine(pg_url, pool_size=1, max_overflow=0)
-    kept = pg.KeptConnections(engine)
-    try:
+    async with kept_engine(pg_url, pool_size=1, max_overflow=0) as (engine, kept):
         doomed = await _kept_pid(engine, kept)
         await _terminate(pg_url, doomed)
         await asyncio.sleep(0.3)
         assert await _kept_pid(engine, kept) != doomed
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_url: str) -> None:
     """Given back when the pool is full, a kept connection is closed (which awaits the
     driver), not left open behind the pool's back."""
-    engine = make_engine(pg_url, pool_size=1, max_overflow=1)
-    kept = pg.KeptConnections(engine)
-    try:
+    async with kept_engine(pg_url, pool_size=1, max_overflow=1) as (engine, kept):
         second = await _kept_pid(engine, kept)  # the pool's one: kept
         async with pg.checkout(engine, PID) as holder:  # an overflow one, given back
             assert await holder.fetchval("SELECT 1") == 1
@@ -318,26 +307,18 @@ async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_ur
                 )
             ).scalar_one()
         assert alive == 0
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_a_connection_beyond_the_pool_size_is_not_kept(pg_url: str) -> None:
     """Kept only while the pool is within its size: an overflow connection, or one others
     may be waiting for, goes back (here: the pool's one is held, so this one is extra)."""
-    engine = make_engine(pg_url, pool_size=1, max_overflow=1)
-    kept = pg.KeptConnections(engine)
-    try:
+    async with kept_engine(pg_url, pool_size=1, max_overflow=1) as (engine, kept):
         async with pg.checkout(engine, PID) as holder:  # the pool's one
             extra = await _kept_pid(engine, kept)
             assert not kept._idle
             assert engine.pool.checkedout() == 1
             assert await holder.fetchval("SELECT 1") == 1
         assert extra > 0
-    finally:
-        await kept.give_back()
-        await engine.dispose()
 
 
 async def test_nothing_is_kept_after_give_back(pg_url: str) -> None:
