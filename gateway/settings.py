@@ -7,6 +7,7 @@ root) and tests build ``Settings`` directly.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -188,10 +189,6 @@ def default_workers(database_url: str) -> int:
     return max(1, cpus // 2) if database_on_this_host(database_url) else cpus
 
 
-#: Host names that reach a database on this machine.
-_LOOPBACK = frozenset({"", "localhost", "127.0.0.1", "::1", "[::1]"})
-
-
 def database_on_this_host(database_url: str, env: Mapping[str, str] | None = None) -> bool:
     """Say whether a PostgreSQL URL reaches this machine only: every host it names (the
     URL's, or its ``host=`` query parameters, which the driver prefers) is a loopback
@@ -214,14 +211,21 @@ def database_on_this_host(database_url: str, env: Mapping[str, str] | None = Non
 
 
 def _local_host(host: str) -> bool:
+    """A Unix socket directory, no host (the default socket), ``localhost`` or a loopback
+    address, with or without a port (``[::1]:5432``, ``127.0.0.1:5432``)."""
     host = host.strip().lower()
-    if host.startswith("/"):
-        return True  # a Unix socket directory
-    if host.startswith("["):  # [::1]:5432
-        host = host[1 : host.find("]")] if "]" in host else host
-    elif host.count(":") == 1:  # name:port
-        host = host.split(":", 1)[0]
-    return host in _LOOPBACK or host.startswith("127.") or host == "0:0:0:0:0:0:0:1"
+    if host.startswith("/") or host in ("", "localhost"):
+        return True
+    if host.startswith("["):
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:  # name:port; more colons is a bare IPv6 address
+        host = host.partition(":")[0]
+        if host == "localhost":
+            return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost
+        return False
 
 
 def usable_cpus(cpu_max: Path | None = None) -> int:

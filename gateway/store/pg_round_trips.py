@@ -366,7 +366,6 @@ class KeptConnections:
         if (
             self._closed
             or len(self._idle) >= self.most
-            or fairy.dbapi_connection is None
             or not isinstance(pool, QueuePool)
             or pool.checkedout() > pool.size()  # this one included
         ):
@@ -445,14 +444,10 @@ async def checkout(
             await hand_back(engine, fairy)
 
 
-def _pool_has_room(engine: AsyncEngine) -> bool:
-    pool = engine.pool
-    return isinstance(pool, QueuePool) and pool.checkedin() < pool.size()
-
-
 async def hand_back(engine: AsyncEngine, fairy: PoolProxiedConnection) -> None:
     """Return a connection to the pool, or close it when the pool is full."""
-    if _pool_has_room(engine):
+    pool = engine.pool
+    if isinstance(pool, QueuePool) and pool.checkedin() < pool.size():
         fairy.close()
     else:  # the pool closes this one: the driver's close is awaited
         await _to_the_end(fairy.close)

@@ -134,6 +134,18 @@ async def start_side(
     return proc.pid, base, await load_script(args.mode, base, key, url, work), url
 
 
+async def start_upstream(
+    stack: contextlib.ExitStack | contextlib.AsyncExitStack, work: Path
+) -> str:
+    """Start the zero-latency upstream until ``stack`` closes; return its base URL."""
+    port = free_port()
+    log = work / "upstream.log"
+    proc = stack.enter_context(child(["-m", "scenarios.load.upstream", "--port", str(port)], log))
+    base = f"http://127.0.0.1:{port}"
+    await ready(f"{base}/healthz", proc, log)
+    return base
+
+
 async def load_script(mode: str, base: str, key: str, url: str, work: Path) -> Path:
     """Write the wrk script of ``mode`` (seeding the replay keys first) and return it."""
     payload = {"contract": compare.CONTRACT, "input": compare.INPUT}
@@ -150,15 +162,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start both sides, warm them, run the rounds; return the report."""
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="duel-")))
-        port = free_port()
-        log = work / "upstream.log"
-        upstream = stack.enter_context(
-            child(["-m", "scenarios.load.upstream", "--port", str(port)], log)
-        )
-        await ready(f"http://127.0.0.1:{port}/healthz", upstream, log)
+        upstream = await start_upstream(stack, work)
         roots = {"base": stack.enter_context(exported(args.base)), "new": ROOT}
         sides = {
-            side: await start_side(stack, side, root, f"http://127.0.0.1:{port}", args)
+            side: await start_side(stack, side, root, upstream, args)
             for side, root in roots.items()
         }
         for _pid, base, script, _url in sides.values():

@@ -28,8 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.load import compare
-from scenarios.load.bench import child, free_port, ready, say
-from scenarios.load.duel import backends_cpu_s, figure_lines, load_script, ratios
+from scenarios.load.bench import free_port, say
+from scenarios.load.duel import (
+    backends_cpu_s,
+    figure_lines,
+    load_script,
+    ratios,
+    start_upstream,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 WARM_SECONDS = 2
@@ -75,15 +81,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     first, second = args.counts
     async with contextlib.AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workers-")))
-        port = free_port()
-        log = work / "upstream.log"
-        upstream = stack.enter_context(
-            child(["-m", "scenarios.load.upstream", "--port", str(port)], log)
-        )
-        await ready(f"http://127.0.0.1:{port}/healthz", upstream, log)
+        upstream = await start_upstream(stack, work)
         sides = {
-            "base": await start(stack, first, f"http://127.0.0.1:{port}", args),
-            "new": await start(stack, second, f"http://127.0.0.1:{port}", args),
+            "base": await start(stack, first, upstream, args),
+            "new": await start(stack, second, upstream, args),
         }
         for _pid, base, script, _url in sides.values():
             compare.run_wrk(base, script, connections=16, duration=WARM_SECONDS, prefix="warm")

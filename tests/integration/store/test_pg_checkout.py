@@ -36,6 +36,13 @@ async def _pid(engine: sa.ext.asyncio.AsyncEngine) -> int:
         return int(await driver.fetchval(PID))
 
 
+async def _alive(engine: sa.ext.asyncio.AsyncEngine, pids: set[int]) -> int:
+    """Count the backends among ``pids`` that are still connected."""
+    async with engine.connect() as admin:
+        query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:p)")
+        return int((await admin.execute(query, {"p": sorted(pids)})).scalar_one())
+
+
 async def _terminate(pg_url: str, pid: int) -> None:
     """End a backend from another one, as a server restart or an admin would."""
     admin = make_engine(pg_url)
@@ -99,15 +106,8 @@ async def test_connections_beyond_the_pool_size_are_closed(pg_url: str) -> None:
         assert len(pids) == 12
         assert engine.pool.checkedin() == 2
         assert engine.pool.checkedout() == 0
-        async with engine.connect() as admin:
-            alive = (
-                await admin.execute(
-                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:p)"),
-                    {"p": sorted(pids)},
-                )
-            ).scalar_one()
         # The two kept in the pool, plus the admin's own (one of the two, reused).
-        assert alive == 2
+        assert await _alive(engine, pids) == 2
     finally:
         await engine.dispose()
     with warnings.catch_warnings(record=True) as seen:
@@ -299,14 +299,7 @@ async def test_a_full_pool_takes_its_connection_back_instead_of_keeping_it(pg_ur
         await kept.give_back()
         assert engine.pool.checkedout() == 0
         assert engine.pool.checkedin() == 1
-        async with engine.connect() as admin:
-            alive = (
-                await admin.execute(
-                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"),
-                    {"p": second},
-                )
-            ).scalar_one()
-        assert alive == 0
+        assert await _alive(engine, {second}) == 0
 
 
 async def test_a_connection_beyond_the_pool_size_is_not_kept(pg_url: str) -> None:
