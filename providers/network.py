@@ -1,10 +1,11 @@
-"""The HTTP client the provider adapters share: ``ProviderClient`` over ``AiohttpTransport``.
+"""The HTTP client the provider adapters share: ``ProviderClient`` over ``Http1Transport``.
 
 ``ProviderClient`` is an ``httpx.AsyncClient`` that keeps no cookies (``NoCookies``) and
-sends a provider call in one hop (``post_read``). Its transport is aiohttp's connection
-pool behind httpx's transport interface (``providers/aiohttp_transport.py``), which maps
-every aiohttp failure to the httpx exception httpcore raises for it, so the adapters'
-"not sent / maybe sent" classification reads the same classes as before.
+sends a provider call in one hop (``post_read``). Its transport is an HTTP/1.1 pool on
+asyncio with httptools' parser behind httpx's transport interface
+(``providers/http1_transport.py``), which raises for every failure the httpx exception
+httpcore raises for it, so the adapters' "not sent / maybe sent" classification reads the
+same classes as on httpx's own transport.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from providers.aiohttp_transport import AiohttpTransport
+from providers.http1_transport import Http1Transport
 
 PARSED_URLS_KEPT = 64  # distinct URLs a client keeps parsed (one per provider endpoint)
 
@@ -54,7 +55,7 @@ class NoCookies(httpx.Cookies):
 
 
 class ProviderClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` over ``AiohttpTransport``, keeping no cookies, with ``post_read``."""
+    """``httpx.AsyncClient`` over ``Http1Transport``, keeping no cookies, with ``post_read``."""
 
     _no_cookies = NoCookies()
 
@@ -73,13 +74,13 @@ class ProviderClient(httpx.AsyncClient):
     def _init_transport(  # type: ignore[override]
         self, transport: httpx.AsyncBaseTransport | None = None, **options: Any
     ) -> httpx.AsyncBaseTransport:
-        """The default transport: ``AiohttpTransport`` (HTTP/1.1, no client certificate).
+        """The default transport: ``Http1Transport`` (HTTP/1.1, no client certificate).
 
         httpx builds its default transport here (with keywords: ``verify``, ``cert``,
         ``trust_env``, ``http1``, ``http2``, ``limits``) and, only when none is given, its
         proxy transports from the environment; so overriding this keeps those. A given
         ``transport`` (a test's) is used as it is; a client certificate or HTTP/2, which
-        aiohttp's transport here does not do, gets httpx's own.
+        this transport does not do, gets httpx's own.
         """
         if transport is not None:
             return transport
@@ -89,7 +90,7 @@ class ProviderClient(httpx.AsyncClient):
             or not options.get("http1", True)
         ):
             return super()._init_transport(**options)
-        return AiohttpTransport(
+        return Http1Transport(
             options.get("limits"),
             verify=options.get("verify", True),
             trust_env=options.get("trust_env", True),
@@ -167,7 +168,7 @@ def provider_client(
 ) -> httpx.AsyncClient:
     """Return the ``httpx.AsyncClient`` the provider adapters share (``ProviderClient``).
 
-    Its transport is ``AiohttpTransport`` within ``limits``; a ``transport`` given (a
+    Its transport is ``Http1Transport`` within ``limits``; a ``transport`` given (a
     test's ``MockTransport``) is used as it is. Proxies from the environment keep httpx's
     own transports (``limits`` applies to them too). It keeps no cookies (``NoCookies``).
     """

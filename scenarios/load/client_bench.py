@@ -5,10 +5,10 @@ zero-latency upstream (``scenarios.load.upstream``) and, in this one process on 
 sends N Chat Completions POSTs at each concurrency through:
 
 - ``provider``: the client the adapters share (``providers.network.provider_client``,
-  httpx over ``AiohttpTransport``) through ``post_read``, as the dispatcher sends;
+  httpx over ``Http1Transport``) through ``post_read``, as the dispatcher sends;
 - ``httpx``: a plain ``httpx.AsyncClient`` (httpcore on anyio), for reference;
-- ``aiohttp``: aiohttp's own ``ClientSession``: what the provider client's httpx layer
-  adds over the transport underneath it.
+- ``aiohttp``: aiohttp's own ``ClientSession`` (a dev dependency), for reference: the
+  library the provider client's transport was built on before ``Http1Transport``.
 
 Each client runs once to warm up and is then measured, in the order given, twice
 (A B C A B C) so this shared host's drift shows. It prints the calls per second and the

@@ -1,9 +1,9 @@
 """The provider client's transport fails exactly where httpx's own does, with the same
-exceptions (``providers/aiohttp_transport.py``).
+exceptions (``providers/http1_transport.py``).
 
 Every break point runs over real loopback sockets against httpx's own transport
-(``httpx``: httpcore on anyio, the reference) and against ``AiohttpTransport`` through
-``AsyncClient.post`` (``aiohttp``) and through ``ProviderClient.post_read`` (``one-hop``,
+(``httpx``: httpcore on anyio, the reference) and against ``Http1Transport`` through
+``AsyncClient.post`` (``http1``) and through ``ProviderClient.post_read`` (``one-hop``,
 the adapters' path), and the test asserts the same outcome: the adapters tell "not sent"
 from "maybe sent" by these exception classes, so a difference would change what an
 attempt becomes.
@@ -28,11 +28,11 @@ import pytest
 import trustme
 import uvloop
 
-from providers.aiohttp_transport import AiohttpTransport
+from providers.http1_transport import Http1Transport
 from providers.network import ProviderClient, provider_client
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-BACKENDS = ["httpx", "aiohttp", "one-hop"]
+BACKENDS = ["httpx", "http1", "one-hop"]
 
 
 class Server:
@@ -106,7 +106,7 @@ def client(backend: str, **kwargs: Any) -> httpx.AsyncClient:
     if backend == "httpx":
         return httpx.AsyncClient(**kwargs)
     c = (OneHop if backend == "one-hop" else ProviderClient)(**kwargs)
-    assert isinstance(c._transport, AiohttpTransport)
+    assert isinstance(c._transport, Http1Transport)
     return c
 
 
@@ -214,10 +214,7 @@ def test_a_connection_ended_mid_body_fails_the_call(
 
         async with Server(partial) as server, client(backend) as c:
             got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            # aiohttp reports a body cut short the same way whether the server reset the
-            # connection or closed it: RemoteProtocolError. The adapters read both as
-            # "maybe sent" (ConnectionLost), so the attempt ends the same.
-            assert got == (expected if backend == "httpx" else "RemoteProtocolError")
+            assert got == expected  # the adapters read both as "maybe sent" (ConnectionLost)
 
     run(body())
 
@@ -310,8 +307,8 @@ def test_the_url_goes_out_as_httpx_built_it_and_a_get_carries_no_length(
 def test_a_request_the_server_hung_up_on_is_not_sent_again(
     backend: str, run: Run, method: str
 ) -> None:
-    """aiohttp would resend an idempotent request on a fresh connection once; httpx
-    never does, and the adapters must see the first one as "maybe sent"."""
+    """Some clients (aiohttp) resend an idempotent request on a fresh connection once;
+    httpx never does, and the adapters must see the first one as "maybe sent"."""
 
     async def body() -> None:
         async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -374,7 +371,7 @@ def test_tls_round_trips_and_a_wrong_certificate_is_a_connect_error(
     run(body())
 
 
-def test_the_provider_client_sends_through_aiohttp_and_keeps_env_proxies(
+def test_the_provider_client_sends_through_http1_and_keeps_env_proxies(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The client every adapter shares gets this transport within its limits; a proxy
@@ -385,8 +382,8 @@ def test_the_provider_client_sends_through_aiohttp_and_keeps_env_proxies(
         limits = httpx.Limits(max_connections=4, keepalive_expiry=7.0)
         async with provider_client(limits) as c:
             transport = c._transport  # type: ignore[attr-defined]
-            assert isinstance(transport, AiohttpTransport)
-            assert (transport._limit, transport._keepalive) == (4, 7.0)
+            assert isinstance(transport, Http1Transport)
+            assert (transport.max_connections, transport.keepalive_expiry) == (4, 7.0)
             proxied = c._transport_for_url(httpx.URL("https://api.example.com/v1"))
             assert isinstance(proxied, httpx.AsyncHTTPTransport)  # httpx's, with the proxy
             assert c._transport_for_url(httpx.URL("http://127.0.0.1/")) is transport
@@ -560,5 +557,169 @@ def test_one_hop_uses_the_transport_for_the_url_and_steps_aside_for_hooks(run: R
             assert not c.sends_in_one_hop()
         assert not ProviderClient(auth=("u", "p")).sends_in_one_hop()
         assert not ProviderClient(follow_redirects=True).sends_in_one_hop()
+
+    run(body())
+
+
+def test_a_full_pool_waits_for_a_connection_and_then_times_out_as_not_sent(
+    backend: str, run: Run
+) -> None:
+    """One connection allowed: a second call waits for it and goes out on it once it is
+    free; while it is held past the pool timeout, the call fails as never sent."""
+
+    async def body() -> None:
+        release = asyncio.Event()
+
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                if (await read_request(reader)) == b'"hold"':
+                    await release.wait()
+                writer.write(answer(b"ok"))
+                await writer.drain()
+
+        limits = httpx.Limits(max_connections=1)
+        timeout = httpx.Timeout(5.0, pool=0.2)
+        async with Server(held) as server, client(backend, limits=limits, timeout=timeout) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            first = asyncio.create_task(outcome(c.post(url, json="hold")))
+            await asyncio.sleep(0.05)
+            assert await outcome(c.post(url, json={})) == "PoolTimeout"
+            second = asyncio.create_task(outcome(c.post(url, json={})))
+            await asyncio.sleep(0.05)
+            release.set()
+            assert [await first, await second] == ["200 ok", "200 ok"]
+            assert server.connections == 1
+
+    run(body())
+
+
+def test_a_body_without_length_runs_to_the_close_and_its_connection_is_not_reused(
+    backend: str, run: Run
+) -> None:
+    async def body() -> None:
+        async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of ")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(b"it")  # then the handler returns: FIN ends the body
+
+        async with Server(until_close) as server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert [await outcome(c.post(url, json={})) for _ in range(2)] == ["200 all of it"] * 2
+            assert server.connections == 2
+
+    run(body())
+
+
+def test_an_informational_answer_is_skipped_and_a_close_is_honoured(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def early_hints(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n")
+            writer.write(answer(b"final", close=True))
+            await writer.drain()
+            await asyncio.sleep(0.5)  # the client must not wait for this close to answer
+
+        async with Server(early_hints) as server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            for _ in range(2):
+                async with asyncio.timeout(0.4):
+                    assert await outcome(c.post(url, json={})) == "200 final"
+            assert server.connections == 2  # "connection: close": a new one each time
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"NOT HTTP\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n"],
+)
+def test_a_malformed_answer_is_a_remote_protocol_error(
+    backend: str, run: Run, garbage: bytes
+) -> None:
+    async def body() -> None:
+        async def malformed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(garbage)
+            await writer.drain()
+            await asyncio.sleep(0.5)
+
+        async with Server(malformed) as server, client(backend, timeout=2.0) as c:
+            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+            assert got == "RemoteProtocolError"
+
+    run(body())
+
+
+def test_the_read_timeout_counts_from_the_last_byte_not_the_request(backend: str, run: Run) -> None:
+    """httpx's read timeout bounds each wait for more of the answer: an answer that
+    trickles in, never silent for the timeout, arrives whole however long it takes."""
+
+    async def body() -> None:
+        async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n")
+            for piece in (b"sl", b"ow", b"ly"):
+                await writer.drain()
+                await asyncio.sleep(0.15)
+                writer.write(piece)
+            await writer.drain()
+
+        async with Server(trickle) as server, client(backend, timeout=0.3) as c:
+            assert await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={})) == (
+                "200 slowly"
+            )
+
+    run(body())
+
+
+def test_a_call_given_up_while_waiting_leaves_no_connection_to_reuse(
+    backend: str, run: Run
+) -> None:
+    """The answer to a call cancelled mid-wait must never be read as the next call's."""
+
+    async def body() -> None:
+        async def late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            n = 0
+            while True:
+                await read_request(reader)
+                n += 1
+                if n == 1 and server.connections == 1:
+                    await asyncio.sleep(0.2)  # the first call has given up by now
+                    writer.write(answer(b"late"))
+                else:
+                    writer.write(answer(b"fresh"))
+                await writer.drain()
+
+        server = Server(late)
+        async with server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await c.post(url, json={})
+            # At once: on the old connection, the late answer would come first.
+            assert await outcome(c.post(url, json={})) == "200 fresh"
+            assert server.connections == 2
+
+    run(body())
+
+
+def test_an_idle_connection_past_its_keepalive_expiry_is_not_reused(backend: str, run: Run) -> None:
+    async def body() -> None:
+        async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                await read_request(reader)
+                writer.write(answer(b"ok"))
+                await writer.drain()
+
+        limits = httpx.Limits(keepalive_expiry=0.1)
+        async with Server(keep) as server, client(backend, limits=limits) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert [await outcome(c.post(url, json={})) for _ in range(2)] == ["200 ok"] * 2
+            assert server.connections == 1
+            await asyncio.sleep(0.25)
+            assert await outcome(c.post(url, json={})) == "200 ok"
+            assert server.connections == 2
 
     run(body())

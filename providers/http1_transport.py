@@ -1,0 +1,480 @@
+"""The provider client's transport: HTTP/1.1 keep-alive over asyncio, parsed by httptools.
+
+httpx's own transport is httpcore: a pure-Python parser (h11) and a lock per step. The
+transport before this one put aiohttp under httpx's interface; measured alone (``python
+-m scenarios.load.client_bench``) a call through it still cost about twice this one's CPU,
+most of it in aiohttp's session, request and response objects, which httpx then copies
+into its own (docs/benchmarks.md, fourteenth session). This transport writes the request
+httpx built, as httpx built it, on an ``asyncio.Protocol`` and reads the answer with
+httptools' ``HttpResponseParser`` (llhttp, Node's parser, in C; the same package uvicorn
+parses requests with). What is left to this module is the pool and the timeouts.
+
+``Http1Transport`` is an ``httpx.AsyncBaseTransport`` (httpx's documented extension
+point), so the adapters keep httpx's requests and responses and every test's
+``MockTransport`` still applies. What the adapters depend on is which httpx exception a
+failure raises: ``providers/transport.py`` reads ``ConnectError``, ``ConnectTimeout`` and
+``PoolTimeout`` as "not sent" (a failover may follow), everything else after the request
+left as "maybe sent" (the attempt is ``unknown``). So each failure raises the class
+httpcore raises for the same break point (tests/integration/providers/
+test_network_backend.py runs every one of them against httpcore as the reference), and
+only a failure before the first byte of the request is written is "not sent":
+
+- a header h11 would refuse (a CR or LF in a value, a bad name, a ``Content-Length`` that
+  is not a number): ``LocalProtocolError``, before a connection is even taken;
+- no connection free within the pool timeout: ``PoolTimeout``;
+- refused, DNS, TLS handshake or certificate: ``ConnectError``; the connect timeout
+  (TCP and TLS): ``ConnectTimeout``;
+- the request's body not taken by the socket within the write timeout: ``WriteTimeout``;
+  the connection lost while writing: ``WriteError``;
+- no byte of the answer for the read timeout: ``ReadTimeout``;
+- the server hung up before an answer or mid-body (FIN), or sent a malformed answer:
+  ``RemoteProtocolError``; the connection reset while reading: ``ReadError``.
+
+Nothing is ever sent twice: a request that fails is never retried here, as httpx never
+does. A connection is reused only after a complete answer that allows it (keep-alive,
+HTTP/1.1, nothing more on the wire), and before reuse it is asked, as httpcore asks,
+whether its socket is readable: an idle connection has nothing to read unless the
+server hung up, and the loop may not have seen that FIN yet; sending on it would make a
+clean call "maybe sent". A call cancelled (the adapters' deadline) at any point aborts
+its connection, so the rest of a long upload is not sent and nothing half-read goes back
+to the pool.
+
+``limits.max_connections`` caps the connections open at once, idle ones included
+(httpcore's meaning), ``limits.keepalive_expiry`` how long an idle one is kept;
+``max_keepalive_connections`` does not apply. ``verify`` and ``trust_env`` are httpx's
+and make the same TLS context (``httpx.create_ssl_context``: certifi's CA bundle, or
+``SSL_CERT_FILE``), offering ALPN ``http/1.1`` as httpcore does. Proxies from the
+environment stay httpx's own transports (``ProviderClient._init_transport``). Answers
+are read whole (the adapters read every answer whole); a body is decoded by httpx, by
+the headers it sent. Not done here: HTTP/2, client certificates (``ProviderClient``
+gives those to httpcore), ``Expect: 100-continue``, protocol upgrades.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+import ssl
+from typing import Any
+
+import httptools
+import httpx
+from httpcore._utils import is_socket_readable
+
+#: A request body up to this size goes out in one write with its head (one syscall for
+#: a provider call); a larger one is written after it, without a copy.
+ONE_WRITE = 64 * 1024  # bytes
+
+#: RFC 9110's token (a field name) and field value (no CR, LF, NUL or other control but
+#: HTAB), as h11 checks them before httpcore sends a byte.
+_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")
+#: The answers to a request that carry no body whatever their headers say (RFC 9110 6.4.1).
+_NO_BODY = frozenset({204, 304})
+
+Origin = tuple[str, str, int]
+
+
+def request_head(request: httpx.Request, body_length: int | None) -> bytes:
+    """The request line and header block as sent: the target and headers exactly as httpx
+    built them (percent-escapes kept), names in the caller's case. Refuse, before
+    anything is sent, what h11 would refuse (``LocalProtocolError``). ``body_length``
+    replaces a streamed body's ``Transfer-Encoding`` with the length read."""
+    lines = [b"%s %s HTTP/1.1\r\n" % (request.method.encode("ascii"), request.url.raw_path)]
+    for name, value in request.headers.raw:
+        if not _NAME.fullmatch(name):
+            raise httpx.LocalProtocolError(f"Illegal header name {name!r}", request=request)
+        lowered = name.lower()
+        if not _VALUE.fullmatch(value) or (
+            lowered == b"content-length" and not value.strip().isdigit()
+        ):
+            raise httpx.LocalProtocolError(f"Illegal header value {value!r}", request=request)
+        if body_length is not None and lowered in (b"transfer-encoding", b"content-length"):
+            continue
+        lines.append(b"%s: %s\r\n" % (name, value))
+    if body_length is not None:
+        lines.append(b"Content-Length: %d\r\n" % body_length)
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: a request at a time, its answer parsed as it arrives."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, origin: Origin) -> None:
+        self.loop = loop
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.reusable = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._request: httpx.Request | None = None
+        self._answer: asyncio.Future[httpx.Response] | None = None
+        self._writing = False  # the request is still going out
+        self._paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._received = False  # a byte of the answer arrived
+        self._last_read = 0.0
+        self._read_timeout: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._head_only = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._reason = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._headers_done = False
+        self._framed = False  # Content-Length or chunked: the body's end is in the stream
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        if self._answer is None or self._answer.done():
+            self.reusable = False  # bytes while idle: garbage or a late answer; drop it
+            self.close()
+            return
+        self._received = True
+        self._last_read = self.loop.time()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(httpx.RemoteProtocolError("the server upgraded the connection"))
+        except httptools.HttpParserError as exc:
+            self._fail(httpx.RemoteProtocolError(f"malformed answer: {exc}"))
+
+    def eof_received(self) -> bool:
+        return False  # close; connection_lost says what it meant
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.reusable = False
+        self._wake_writer()
+        answer = self._answer
+        if answer is None or answer.done():
+            return
+        if exc is None and self._headers_done and not self._framed:
+            self.on_message_complete()  # no length, not chunked: the body ran to the close
+            return
+        if self._writing:
+            self._fail(httpx.WriteError(str(exc or "the server closed the connection")))
+        elif exc is not None:
+            self._fail(httpx.ReadError(str(exc) or type(exc).__name__))
+        elif not self._received:
+            self._fail(httpx.RemoteProtocolError("Server disconnected without sending a response."))
+        else:
+            self._fail(
+                httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body"
+                )
+            )
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_writer()
+
+    # -- httptools' callbacks -----------------------------------------------------------
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        lowered = name.lower()
+        if lowered == b"content-length" or (
+            lowered == b"transfer-encoding" and b"chunked" in value.lower()
+        ):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        status = self._parser.get_status_code()
+        if status in _NO_BODY or 100 <= status < 200:
+            self._framed = True
+        if self._head_only and status >= 200:
+            self.reusable = False  # llhttp would wait for a body a HEAD answer lacks
+            self.on_message_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        answer = self._answer
+        if answer is None or answer.done():
+            return
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # informational (no 101 here: an upgrade is refused)
+            self._reset()
+            return
+        if not self._head_only:
+            self.reusable = not self.closed and self._parser.should_keep_alive()
+        version = self._parser.get_http_version()
+        answer.set_result(
+            httpx.Response(
+                status,
+                headers=self._headers,
+                stream=httpx.ByteStream(b"".join(self._body)),
+                extensions={
+                    "http_version": b"HTTP/" + version.encode("ascii"),
+                    "reason_phrase": self._reason,
+                },
+                request=self._request,
+            )
+        )
+
+    # -- one exchange -------------------------------------------------------------------
+
+    def _fail(self, exc: httpx.TransportError) -> None:
+        self.reusable = False
+        answer = self._answer
+        if answer is not None and not answer.done():
+            exc.request = self._request  # type: ignore[assignment]
+            answer.set_exception(exc)
+        self.close()
+
+    def _wake_writer(self) -> None:
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def _read_timer(self) -> None:
+        """Fire the read timeout, or set it again from the last byte read."""
+        assert self._read_timeout is not None
+        due = self._last_read + self._read_timeout
+        if self.loop.time() < due:
+            self._timer = self.loop.call_at(due, self._read_timer)
+            return
+        self._timer = None
+        self._fail(httpx.ReadTimeout("no answer within the read timeout"))
+
+    async def exchange(
+        self, request: httpx.Request, head: bytes, body: bytes, timeouts: dict[str, Any]
+    ) -> httpx.Response:
+        """Send one request and read its whole answer; raise httpx's exception otherwise."""
+        assert self.transport is not None
+        self._request = request
+        self._head_only = request.method == "HEAD"
+        self._received = False
+        self.reusable = False
+        self._reset()
+        answer: asyncio.Future[httpx.Response] = self.loop.create_future()
+        self._answer = answer
+        self._writing = True
+        try:
+            self._send(head, body)
+            if self._paused and not answer.done():
+                await self._drain(request, timeouts.get("write"))
+            self._writing = False
+            self._read_timeout = timeouts.get("read")
+            if self._read_timeout is not None and not answer.done():
+                self._last_read = self.loop.time()
+                self._timer = self.loop.call_at(
+                    self._last_read + self._read_timeout, self._read_timer
+                )
+            return await answer
+        finally:
+            if not answer.done():
+                answer.cancel()  # given up: what the close reports goes nowhere
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._request = None
+
+    def _send(self, head: bytes, body: bytes) -> None:
+        assert self.transport is not None
+        if len(body) <= ONE_WRITE:
+            self.transport.write(head + body)
+        else:
+            self.transport.write(head)
+            self.transport.write(body)
+
+    async def _drain(self, request: httpx.Request, timeout: float | None) -> None:
+        """Wait for the socket to take the body down to its low-water mark (or the
+        connection to be lost, which fails the answer with ``WriteError``)."""
+        self._drained = self.loop.create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._drained
+        except TimeoutError as exc:
+            raise httpx.WriteTimeout("the request was not taken in time", request=request) from exc
+        finally:
+            self._drained = None
+
+    def readable_while_idle(self) -> bool:
+        """Say whether the idle socket has something to read (EOF or garbage)."""
+        assert self.transport is not None
+        sock = self.transport.get_extra_info("socket")
+        return sock is not None and is_socket_readable(sock)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()  # nothing buffered goes out; RST if anything was left
+
+
+class Http1Transport(httpx.AsyncBaseTransport):
+    """Send httpx requests over a pool of HTTP/1.1 keep-alive connections (module docstring)."""
+
+    def __init__(
+        self,
+        limits: httpx.Limits | None = None,
+        verify: ssl.SSLContext | str | bool = True,
+        trust_env: bool = True,
+    ) -> None:
+        limits = limits or httpx.Limits()
+        self.max_connections = limits.max_connections  # None: no limit
+        self.keepalive_expiry = limits.keepalive_expiry
+        if isinstance(verify, ssl.SSLContext):
+            self._ssl = verify
+        else:
+            self._ssl = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
+            self._ssl.set_alpn_protocols(["http/1.1"])  # as httpcore offers it
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._open = 0  # connections open, idle ones included
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(
+                f"the URL's scheme is not http or https: {url.scheme!r}", request=request
+            )
+        if isinstance(request.stream, httpx.ByteStream):
+            body = request.content
+            head = request_head(request, None)
+        else:  # a streamed body (the adapters send none) goes as one, with its length
+            body = await request.aread()
+            head = request_head(request, len(body))
+        timeouts = request.extensions.get("timeout", {})
+        port = url.port or (443 if url.scheme == "https" else 80)
+        conn = await self._acquire((url.scheme, url.host, port), request, timeouts)
+        try:
+            response = await conn.exchange(request, head, body, timeouts)
+        except BaseException:
+            conn.close()
+            self._release(conn)
+            raise
+        self._release(conn)
+        return response
+
+    async def _acquire(
+        self, origin: Origin, request: httpx.Request, timeouts: dict[str, Any]
+    ) -> _Connection:
+        """A connection to ``origin``: an idle one still fit for use, or a new one once
+        the pool has room (``PoolTimeout`` after the pool timeout)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeouts.get("pool") is None else loop.time() + timeouts["pool"]
+        while True:
+            idle = self._idle.get(origin)
+            while idle:
+                conn = idle.pop()
+                if self._fit(conn, loop.time()):
+                    return conn
+                self._drop(conn)
+            if self.max_connections is None or self._open < self.max_connections:
+                return await self._connect(origin, request, timeouts)
+            if self._drop_oldest_idle():
+                continue  # room made by closing another origin's idle connection
+            await self._wait_for_room(request, deadline, loop)
+
+    def _fit(self, conn: _Connection, now: float) -> bool:
+        expiry = self.keepalive_expiry
+        return not (
+            conn.closed
+            or (expiry is not None and now - conn.idle_since > expiry)
+            or conn.readable_while_idle()
+        )
+
+    async def _connect(
+        self, origin: Origin, request: httpx.Request, timeouts: dict[str, Any]
+    ) -> _Connection:
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        tls = self._ssl if scheme == "https" else None
+        self._open += 1
+        try:
+            async with asyncio.timeout(timeouts.get("connect")):
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(loop, origin),
+                    host,
+                    port,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                )
+        except BaseException as exc:
+            self._open -= 1
+            self._room_made()
+            if isinstance(exc, TimeoutError):  # before OSError: TimeoutError is one
+                message = str(exc) or "connect timed out"
+                raise httpx.ConnectTimeout(message, request=request) from exc
+            if isinstance(exc, OSError):  # refused, unreachable, DNS (gaierror), TLS (SSLError)
+                raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
+            raise
+        return conn
+
+    async def _wait_for_room(
+        self, request: httpx.Request, deadline: float | None, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        room: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(room)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await room
+        except BaseException as exc:
+            if room.done() and not room.cancelled():
+                self._room_made()  # woken as it gave up: the room goes to the next
+            elif room in self._waiting:
+                self._waiting.remove(room)
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout("no connection free in time", request=request) from exc
+            raise
+
+    def _release(self, conn: _Connection) -> None:
+        """Take ``conn`` back after an exchange: idle if it may serve another, else closed."""
+        if conn.reusable and not conn.closed and not self._closed:
+            conn.idle_since = asyncio.get_running_loop().time()
+            self._idle.setdefault(conn.origin, []).append(conn)
+        else:
+            conn.close()
+            self._open -= 1
+        self._room_made()
+
+    def _drop(self, conn: _Connection) -> None:
+        conn.close()
+        self._open -= 1
+
+    def _drop_oldest_idle(self) -> bool:
+        oldest: _Connection | None = None
+        for conns in self._idle.values():
+            if conns and (oldest is None or conns[0].idle_since < oldest.idle_since):
+                oldest = conns[0]
+        if oldest is None:
+            return False
+        self._idle[oldest.origin].remove(oldest)
+        self._drop(oldest)
+        return True
+
+    def _room_made(self) -> None:
+        """Wake the first caller waiting for room (it looks again)."""
+        while self._waiting:
+            room = self._waiting.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conns in self._idle.values():
+            for conn in conns:
+                self._drop(conn)
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the transports' connection_lost run
