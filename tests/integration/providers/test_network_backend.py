@@ -133,6 +133,12 @@ async def outcome(call: Awaitable[httpx.Response]) -> str:
     return f"{response.status_code} {response.text}"
 
 
+async def post_once(handler: Handler, backend: str, **options: Any) -> str:
+    """The outcome of one POST to a server that answers with ``handler``."""
+    async with Server(handler) as server, client(backend, **options) as c:
+        return await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
+
+
 def test_keep_alive_is_reused_and_an_idle_hang_up_opens_a_new_connection(
     backend: str, run: Run
 ) -> None:
@@ -175,9 +181,7 @@ def test_no_answer_in_time_is_a_read_timeout(backend: str, run: Run) -> None:
             await read_request(reader)
             await asyncio.sleep(2)
 
-        async with Server(silent) as server, client(backend, timeout=0.3) as c:
-            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == "ReadTimeout"
+        assert await post_once(silent, backend, timeout=0.3) == "ReadTimeout"
 
     run(body())
 
@@ -187,9 +191,7 @@ def test_a_hang_up_after_the_request_is_a_remote_protocol_error(backend: str, ru
         async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await read_request(reader)  # the request arrived: it may have run
 
-        async with Server(hang_up) as server, client(backend) as c:
-            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == "RemoteProtocolError"
+        assert await post_once(hang_up, backend) == "RemoteProtocolError"
 
     run(body())
 
@@ -212,9 +214,8 @@ def test_a_connection_ended_mid_body_fails_the_call(
                 writer.transport.abort()  # RST, not FIN
             # "close": the server's handler returns and closes (FIN)
 
-        async with Server(partial) as server, client(backend) as c:
-            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == expected  # the adapters read both as "maybe sent" (ConnectionLost)
+        # The adapters read both as "maybe sent" (ConnectionLost).
+        assert await post_once(partial, backend) == expected
 
     run(body())
 
@@ -645,9 +646,7 @@ def test_a_malformed_answer_is_a_remote_protocol_error(
             await writer.drain()
             await asyncio.sleep(0.5)
 
-        async with Server(malformed) as server, client(backend, timeout=2.0) as c:
-            got = await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={}))
-            assert got == "RemoteProtocolError"
+        assert await post_once(malformed, backend, timeout=2.0) == "RemoteProtocolError"
 
     run(body())
 
@@ -666,10 +665,7 @@ def test_the_read_timeout_counts_from_the_last_byte_not_the_request(backend: str
                 writer.write(piece)
             await writer.drain()
 
-        async with Server(trickle) as server, client(backend, timeout=0.3) as c:
-            assert await outcome(c.post(f"http://127.0.0.1:{server.port}/", json={})) == (
-                "200 slowly"
-            )
+        assert await post_once(trickle, backend, timeout=0.3) == "200 slowly"
 
     run(body())
 
