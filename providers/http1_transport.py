@@ -32,7 +32,8 @@ only a failure before the first byte of the request is written is "not sent":
 
 Nothing is ever sent twice: a request that fails is never retried here, as httpx never
 does. A connection is reused only after a complete answer that allows it (keep-alive,
-HTTP/1.1, nothing more on the wire), and before reuse it is asked, as httpcore asks,
+HTTP/1.1, no ``Connection: close`` either way, nothing more in the read that brought
+it), and before reuse it is asked, as httpcore asks,
 whether its socket is readable: an idle connection has nothing to read unless the
 server hung up, and the loop may not have seen that FIN yet; sending on it would make a
 clean call "maybe sent". A call cancelled (the adapters' deadline) at any point aborts
@@ -47,7 +48,11 @@ and make the same TLS context (``httpx.create_ssl_context``: certifi's CA bundle
 environment stay httpx's own transports (``ProviderClient._init_transport``). Answers
 are read whole (the adapters read every answer whole); a body is decoded by httpx, by
 the headers it sent. Not done here: HTTP/2, client certificates (``ProviderClient``
-gives those to httpcore), ``Expect: 100-continue``, protocol upgrades.
+gives those to httpcore), ``Expect: 100-continue``, protocol upgrades. The parser reads
+what h11 reads (a bare LF ending a line, ``Content-Length`` beside chunked), so a call
+that ran is not lost to a parse error. Over TLS the SSL transport takes a whole upload
+into its buffer without pausing, so a server that stops reading one ends the call with
+``ReadTimeout`` where httpcore says ``WriteTimeout`` (both "maybe sent").
 """
 
 from __future__ import annotations
@@ -110,6 +115,12 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.reusable = False
         self._parser = httptools.HttpResponseParser(self)
+        # Read what h11 reads (so a call that ran is not lost to a parse error): lines
+        # ended by a bare LF, and Content-Length beside chunked (the chunks frame the
+        # body; such a connection is not reused, ``on_message_complete``).
+        self._parser.set_dangerous_leniencies(
+            lenient_optional_cr_before_lf=True, lenient_chunked_length=True
+        )
         self._request: httpx.Request | None = None
         self._answer: asyncio.Future[httpx.Response] | None = None
         self._writing = False  # the request is still going out
@@ -120,6 +131,7 @@ class _Connection(asyncio.Protocol):
         self._read_timeout: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._head_only = False
+        self._close_asked = False  # the request said ``Connection: close``
         self._reset()
 
     def _reset(self) -> None:
@@ -128,6 +140,8 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._headers_done = False
         self._framed = False  # Content-Length or chunked: the body's end is in the stream
+        self._length = False
+        self._chunked = False
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -186,13 +200,20 @@ class _Connection(asyncio.Protocol):
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
 
+    def on_message_begin(self) -> None:
+        answer = self._answer
+        if answer is not None and answer.done():
+            # Another message right behind the answer, in the same read: never hand the
+            # rest of it to the next request as its answer.
+            self.reusable = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
         lowered = name.lower()
-        if lowered == b"content-length" or (
-            lowered == b"transfer-encoding" and b"chunked" in value.lower()
-        ):
-            self._framed = True
+        if lowered == b"content-length":
+            self._framed = self._length = True
+        elif lowered == b"transfer-encoding" and b"chunked" in value.lower():
+            self._framed = self._chunked = True
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
@@ -214,9 +235,15 @@ class _Connection(asyncio.Protocol):
         if 100 <= status < 200:  # informational (no 101 here: an upgrade is refused)
             self._reset()
             return
-        if not self._head_only:
-            self.reusable = not self.closed and self._parser.should_keep_alive()
         version = self._parser.get_http_version()
+        if not self._head_only:
+            self.reusable = (
+                not self.closed
+                and version == "1.1"  # as h11: an HTTP/1.0 server's keep-alive is not trusted
+                and self._parser.should_keep_alive()
+                and not (self._length and self._chunked)
+                and not self._close_asked
+            )
         answer.set_result(
             httpx.Response(
                 status,
@@ -262,6 +289,9 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self._request = request
         self._head_only = request.method == "HEAD"
+        self._close_asked = any(
+            n.lower() == b"connection" and b"close" in v.lower() for n, v in request.headers.raw
+        )
         self._received = False
         self.reusable = False
         self._reset()
@@ -283,6 +313,8 @@ class _Connection(asyncio.Protocol):
         finally:
             if not answer.done():
                 answer.cancel()  # given up: what the close reports goes nowhere
+            elif not answer.cancelled():
+                answer.exception()  # failed while the write was waited for: seen here
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -356,7 +388,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
             head = request_head(request, len(body))
         timeouts = request.extensions.get("timeout", {})
         port = url.port or (443 if url.scheme == "https" else 80)
-        conn = await self._acquire((url.scheme, url.host, port), request, timeouts)
+        host = url.raw_host.decode("ascii")  # IDNA-encoded, as httpx encoded it
+        conn = await self._acquire((url.scheme, host, port), request, timeouts)
         try:
             response = await conn.exchange(request, head, body, timeouts)
         except BaseException:

@@ -719,3 +719,84 @@ def test_an_idle_connection_past_its_keepalive_expiry_is_not_reused(backend: str
             assert server.connections == 2
 
     run(body())
+
+
+@pytest.mark.parametrize("backend", ["http1", "one-hop"])
+def test_an_answer_with_more_behind_it_leaves_no_connection_to_reuse(
+    backend: str, run: Run
+) -> None:
+    """Bytes of another message right behind an answer, in the same read, are never the
+    next request's answer. (httpcore hands them to it: this one is not differential.)"""
+
+    async def body() -> None:
+        async def extra(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            first = True
+            while True:
+                await read_request(reader)
+                if first and server.connections == 1:
+                    writer.write(answer(b"ok") + b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nst")
+                else:
+                    writer.write(answer(b"fresh"))
+                first = False
+                await writer.drain()
+
+        server = Server(extra)
+        async with server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert [await outcome(c.post(url, json={})) for _ in range(2)] == [
+                "200 ok",
+                "200 fresh",
+            ]
+            assert server.connections == 2
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\ncontent-length: 2\n\n",  # lines ended by a bare LF
+        b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\ntransfer-encoding: chunked\r\n\r\n",
+    ],
+)
+def test_answers_h11_reads_are_read(backend: str, run: Run, head: bytes) -> None:
+    """A call that ran is not lost to a stricter parser than httpcore's."""
+
+    async def body() -> None:
+        async def lenient(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(head + (b"2\r\nok\r\n0\r\n\r\n" if b"chunked" in head else b"ok"))
+            await writer.drain()
+
+        assert await post_once(lenient, backend) == "200 ok"
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("status_line", "request_headers"),
+    [
+        (b"HTTP/1.1 200 OK", {"connection": "close"}),  # the request asked to close
+        (b"HTTP/1.0 200 OK", {}),  # an HTTP/1.0 answer, even with keep-alive
+    ],
+)
+def test_a_connection_either_side_would_close_is_not_reused(
+    backend: str, run: Run, status_line: bytes, request_headers: dict[str, str]
+) -> None:
+    async def body() -> None:
+        async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                await read_request(reader)
+                writer.write(
+                    status_line + b"\r\nconnection: keep-alive\r\ncontent-length: 2\r\n\r\nok"
+                )
+                await writer.drain()
+
+        async with Server(keep) as server, client(backend) as c:
+            url = f"http://127.0.0.1:{server.port}/"
+            for _ in range(2):
+                got = await outcome(c.post(url, content=b"{}", headers=request_headers))
+                assert got == "200 ok"
+            assert server.connections == 2
+
+    run(body())
