@@ -276,7 +276,12 @@ class JsonHttpAdapter:
         self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float
     ) -> httpx.Response:
         """POST ``body``; translate every transport failure into the error tree."""
-        timeout = httpx.Timeout(deadline, connect=min(self.config.connect_timeout, deadline))
+        # Waiting for a pooled connection is bounded like connecting: both end before a
+        # byte is sent, so running out of either is a definite failure (``ConnectFailed``)
+        # that a failover may follow. Bounded by the deadline alone, a full pool would
+        # meet the deadline around the call first and end ``unknown``.
+        bound = min(self.config.connect_timeout, deadline)
+        timeout = httpx.Timeout(deadline, connect=bound, pool=bound)
         where = f"{self.name} ({self.config.protocol})"
         # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.
         content = msgspec.json.encode(body)

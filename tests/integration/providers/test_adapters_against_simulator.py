@@ -22,6 +22,7 @@ from providers.base import (
 )
 from providers.config import ProviderConfig
 from providers.factory import build_provider
+from providers.network import provider_client
 from providers.simulator import run_simulator
 
 PROTOCOLS = ("openai", "anthropic", "gemini", "openai-compatible")
@@ -299,3 +300,26 @@ async def test_stopping_the_simulator_releases_a_hung_request_quickly(
         assert loop.time() - started < 3.0
         with pytest.raises((ConnectionLost, TimedOut)):
             await call
+
+
+@by_protocol
+async def test_a_full_pool_past_the_connect_timeout_is_definite_not_unknown(
+    sim: Any, make_request: Callable[..., ProviderRequest], protocol: str
+) -> None:
+    """A call that waited for a pooled connection and never got one sent nothing: it is
+    ``ConnectFailed`` (a failover may follow) within the connect timeout, not ``TimedOut``
+    at the deadline."""
+    await sim.script({"kind": "delay", "seconds": 1.0})
+    config = sim.config("sim-main", protocol).model_copy(update={"connect_timeout": 0.2})
+    async with provider_client(httpx.Limits(max_connections=1)) as client:
+        adapter = build_provider(config, client)
+        first = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
+        await asyncio.sleep(0.1)  # the first call holds the pool's one connection
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(ConnectFailed) as caught:
+            await adapter.call(make_request(timeout=5.0))
+        assert caught.value.reason == "pool_timeout"
+        assert loop.time() - started < 1.0
+        assert (await first).output == FAITHFUL
+    assert len(await sim.calls()) == 1  # the second never reached the provider
