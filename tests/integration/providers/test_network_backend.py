@@ -800,3 +800,24 @@ def test_a_connection_either_side_would_close_is_not_reused(
             assert server.connections == 2
 
     run(body())
+
+
+def test_an_international_host_is_dialled_as_httpx_encoded_it(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``faß.de`` is ``xn--fa-hia.de`` (IDNA 2008, httpx's encoding), not asyncio's IDNA
+    2003 ``fass.de``: another host."""
+    dialled: list[str] = []
+
+    async def refuse(self: Any, factory: Any, host: str, *args: Any, **kwargs: Any) -> Any:
+        dialled.append(host)
+        raise ConnectionRefusedError("refused")
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(type(loop), "create_connection", refuse)
+        async with client("http1") as c:
+            assert await outcome(c.get("http://faß.de/")) == "ConnectError"
+
+    run(body())
+    assert dialled == ["xn--fa-hia.de"]
