@@ -477,11 +477,11 @@ class Http1Transport(httpx.AsyncBaseTransport):
             conn.idle_since = asyncio.get_running_loop().time()
             self._idle.setdefault(conn.origin, []).append(conn)
         else:
-            conn.close()
-            self._open -= 1
+            self._drop(conn)
         self._room_made()
 
     def _drop(self, conn: _Connection) -> None:
+        """Close ``conn`` and stop counting it as open."""
         conn.close()
         self._open -= 1
 
