@@ -3,6 +3,7 @@ and P1's cause beside it (the host CPU a creation costs against pgbench's transa
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,51 @@ def test_rounds_alternate_their_order_and_p1_is_the_median_of_the_rounds_ratios(
     assert compare.median_ratio(rounds, ("replay", "rps"), ("creation", "rps")) == 0.9
     median = compare.median_run(rounds, "creation", "rps")
     assert median["rps"] == 100.0 and median["rounds_rps"] == [200.0, 100.0, 80.0]
+
+
+def test_p3_is_the_median_of_the_rounds_differences_beside_the_upstream(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    order: list[tuple[str, int]] = []
+    # Each round, the gateway's p50 and the upstream's, taken side by side; round 2 ran
+    # in a slow phase of the host and only its gateway run shows it.
+    gateway_p50 = iter([3.0, 4.5, 3.2])
+    upstream_p50 = iter([0.1, 0.2, 0.1])
+
+    def run_wrk(url: str, script: Path, **kw: Any) -> dict[str, Any]:
+        order.append(("upstream", kw["connections"]))
+        assert (url, script) == ("http://up", tmp_path / "upstream.lua")
+        return {**run(9000.0), "p50_ms": next(upstream_p50)}
+
+    def measure(base: str, script: Path, **kw: Any) -> dict[str, Any]:
+        order.append(("sync", kw["connections"]))
+        assert kw["pid"] == 7
+        return {**run(300.0), "p50_ms": next(gateway_p50), "p99_ms": 9.0}
+
+    monkeypatch.setattr(compare, "run_wrk", run_wrk)
+    monkeypatch.setattr(compare, "measure", measure)
+    monkeypatch.setattr(compare, "say", lambda *_: None)
+    args = argparse.Namespace(duration=1.0, rounds=3)
+    rounds = compare.p3_rounds(
+        "postgresql",
+        ("http://gw", tmp_path / "sync.lua", 7),
+        "http://up",
+        tmp_path / "upstream.lua",
+        args,
+    )
+    up, sync = ("upstream", 1), ("sync", 1)
+    assert order == [up, sync, sync, up, up, sync]  # each round reverses the last
+    db = {
+        "database": "sqlite",
+        "rounds": [{"creation": run(100.0), "replay": run(110.0)}],
+        "creation_16": run(100.0),
+        "sync_16": run(400.0),
+        "p3_rounds": rounds,
+        "sync_1": compare.median_run(rounds, "sync", "p50_ms"),
+    }
+    # Against the first upstream run alone (0.1 ms) this was 3.1 ms; per round: 2.9,
+    # 4.3, 3.1, whose median is 3.1.
+    ratios = compare.ratios({"upstream_1": run(9000.0), "databases": [db]})["sqlite"]
+    assert ratios["P3_rounds_ms"] == [2.9, 4.3, 3.1]
+    assert ratios["P3_overhead_p50_ms"] == 3.1
+    assert db["sync_1"]["p50_ms"] == 3.2  # the median run, whose p99 is reported
