@@ -27,7 +27,8 @@ only a failure before the first byte of the request is written is "not sent":
 - the request's body not taken by the socket within the write timeout: ``WriteTimeout``;
   the connection lost while writing: ``WriteError``;
 - no byte of the answer for the read timeout: ``ReadTimeout``;
-- the server hung up before an answer or mid-body (FIN), or sent a malformed answer:
+- the server hung up before an answer or mid-body (FIN), sent a malformed answer, or
+  a head (status line and headers) past ``MAX_HEAD`` still unfinished:
   ``RemoteProtocolError``; the connection reset while reading: ``ReadError``.
 
 Nothing is ever sent twice: a request that fails is never retried here, as httpx never
@@ -70,6 +71,11 @@ from httpcore._utils import is_socket_readable
 #: A request body up to this size goes out in one write with its head (one syscall for
 #: a provider call); a larger one is written after it, without a copy.
 ONE_WRITE = 64 * 1024  # bytes
+#: The most of an answer's head read while it is unfinished, as httpcore (h11's
+#: ``max_incomplete_event_size``, which httpcore sets to 100 KiB): a server that sends
+#: header lines without end fails the call, rather than filling memory until the
+#: deadline. A head that ends within one read passes whatever its size, as in h11.
+MAX_HEAD = 100 * 1024  # bytes
 
 #: RFC 9110's token (a field name) and field value (no CR, LF, NUL or other control but
 #: HTAB), as h11 checks them before httpcore sends a byte.
@@ -139,6 +145,7 @@ class _Connection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._headers_done = False
+        self._head_read = 0  # bytes of reads that ended with the head unfinished
         self._framed = False  # Content-Length or chunked: the body's end is in the stream
         self._length = False
         self._chunked = False
@@ -161,6 +168,11 @@ class _Connection(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError("the server upgraded the connection"))
         except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed answer: {exc}"))
+            return
+        if not self._headers_done and not self._answer.done():
+            self._head_read += len(data)
+            if self._head_read > MAX_HEAD:
+                self._fail(httpx.RemoteProtocolError("the answer's head is too long"))
 
     def eof_received(self) -> bool:
         return False  # close; connection_lost says what it meant

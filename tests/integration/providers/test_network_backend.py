@@ -821,3 +821,27 @@ def test_an_international_host_is_dialled_as_httpx_encoded_it(
 
     run(body())
     assert dialled == ["xn--fa-hia.de"]
+
+
+@pytest.mark.parametrize(("lines", "expected"), [(48, "200 ok"), (2048, "RemoteProtocolError")])
+def test_an_answer_head_past_100_kib_unfinished_is_refused_as_httpcore_refuses_it(
+    backend: str, run: Run, lines: int, expected: str
+) -> None:
+    """48 KiB of headers are read; 2 MiB, sent a line at a time, are refused without
+    waiting for their end (httpcore: h11's 100 KiB ``max_incomplete_event_size``)."""
+
+    async def body() -> None:
+        async def long_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\n")
+            for n in range(lines):
+                writer.write(b"x-pad-%d: %s\r\n" % (n, b"a" * 1000))
+                if n % 16 == 0:
+                    await writer.drain()
+            writer.write(b"content-length: 2\r\n\r\nok")
+            await writer.drain()
+            await asyncio.sleep(1.0)
+
+        assert await post_once(long_head, backend, timeout=2.0) == expected
+
+    run(body())
