@@ -74,7 +74,10 @@ ONE_WRITE = 64 * 1024  # bytes
 #: The most of an answer's head read while it is unfinished, as httpcore (h11's
 #: ``max_incomplete_event_size``, which httpcore sets to 100 KiB): a server that sends
 #: header lines without end fails the call, rather than filling memory until the
-#: deadline. A head that ends within one read passes whatever its size, as in h11.
+#: deadline. A head that ends within one read passes whatever its size, as in h11; the
+#: loop's reads are up to 256 KiB where httpcore's are 64 KiB, so this refuses no head
+#: httpcore reads, and may read one it refuses. An informational answer's bytes do not
+#: count against the final answer's head (h11 counts only what it has not parsed).
 MAX_HEAD = 100 * 1024  # bytes
 
 #: RFC 9110's token (a field name) and field value (no CR, LF, NUL or other control but
@@ -138,6 +141,7 @@ class _Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._head_only = False
         self._close_asked = False  # the request said ``Connection: close``
+        self._informational = False  # the read being parsed ended an informational answer
         self._reset()
 
     def _reset(self) -> None:
@@ -162,6 +166,7 @@ class _Connection(asyncio.Protocol):
             return
         self._received = True
         self._last_read = self.loop.time()
+        self._informational = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -169,7 +174,9 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed answer: {exc}"))
             return
-        if not self._headers_done and not self._answer.done():
+        # A read that ended an informational answer is not counted: how much of it was
+        # the final answer's head is not known, and h11 counts only that.
+        if not self._headers_done and not self._answer.done() and not self._informational:
             self._head_read += len(data)
             if self._head_read > MAX_HEAD:
                 self._fail(httpx.RemoteProtocolError("the answer's head is too long"))
@@ -245,6 +252,7 @@ class _Connection(asyncio.Protocol):
             return
         status = self._parser.get_status_code()
         if 100 <= status < 200:  # informational (no 101 here: an upgrade is refused)
+            self._informational = True
             self._reset()
             return
         version = self._parser.get_http_version()

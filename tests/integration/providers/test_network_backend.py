@@ -845,3 +845,26 @@ def test_an_answer_head_past_100_kib_unfinished_is_refused_as_httpcore_refuses_i
         assert await post_once(long_head, backend, timeout=2.0) == expected
 
     run(body())
+
+
+def test_an_informational_answer_does_not_count_against_the_final_head(
+    backend: str, run: Run
+) -> None:
+    """A 60 KiB ``103`` and 50 KiB of the final head sent in one write: h11 counts only
+    the final head's unparsed bytes, so the answer is read."""
+
+    async def body() -> None:
+        async def hints(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            pad = b"".join(b"x-hint-%d: %s\r\n" % (n, b"h" * 1000) for n in range(60))
+            head = b"".join(b"x-pad-%d: %s\r\n" % (n, b"a" * 1000) for n in range(50))
+            writer.write(b"HTTP/1.1 103 Early Hints\r\n" + pad + b"\r\nHTTP/1.1 200 OK\r\n" + head)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(b"content-length: 2\r\n\r\nok")
+            await writer.drain()
+            await asyncio.sleep(0.5)
+
+        assert await post_once(hints, backend, timeout=2.0) == "200 ok"
+
+    run(body())
