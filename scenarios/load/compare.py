@@ -459,10 +459,16 @@ async def run_database(
             script = wrk_scripts.write(work / "sync.lua", sync)
             run_wrk(base, script, connections=WARM_CONNECTIONS, duration=2, prefix="warm")
             rss_before = tree_rss_kib(pid)
-            say(f"[{kind}] sync durable jobs, 16 connections")
-            run = measure(base, script, connections=16, duration=seconds, prefix="s16", pid=pid)
-            say(f"  {run['rps']} jobs/s, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
-            out["sync_16"] = run
+            out["sync_16"] = measured(
+                base,
+                script,
+                seconds,
+                pid,
+                16,
+                label=f"[{kind}] sync durable jobs,",
+                prefix="s",
+                unit="jobs/s",
+            )
             out["p3_rounds"] = p3_rounds(
                 kind, (base, script, pid), upstream, work / UPSTREAM_SCRIPT, args
             )
@@ -525,13 +531,18 @@ def p3_rounds(
         ),
     }
     rounds = alternated_rounds(kind, runs, args.rounds, connections=1)
-    for n, figures in enumerate(rounds, start=1):
+    for n, (figures, above) in enumerate(zip(rounds, p3_above(rounds), strict=True), start=1):
         up, sync = figures["upstream"], figures["sync"]
         say(
             f"[{kind}] P3 round {n}: sync p50 {sync['p50_ms']} ms (p99 {sync['p99_ms']}),"
-            f" upstream alone {up['p50_ms']} ms: {sync['p50_ms'] - up['p50_ms']:.3f} ms above"
+            f" upstream alone {up['p50_ms']} ms: {above:.3f} ms above"
         )
     return rounds
+
+
+def p3_above(rounds: list[dict[str, Any]]) -> list[float]:
+    """Each P3 round's sync p50 less its upstream's (ms)."""
+    return [r["sync"]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
 
 
 def median_run(rounds: list[dict[str, Any]], name: str, key: str) -> dict[str, Any]:
@@ -635,17 +646,37 @@ def at_16_and_1(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Measure ``script`` at 16 connections, then at 1, printing each; yield both runs."""
     for connections in (16, 1):
-        say(f"{label} {connections} connection(s)")
-        run = measure(
-            base,
-            script,
-            connections=connections,
-            duration=seconds,
-            prefix=f"{prefix}{connections}",
-            pid=pid,
+        yield (
+            connections,
+            measured(
+                base, script, seconds, pid, connections, label=label, prefix=prefix, unit=unit
+            ),
         )
-        say(f"  {run['rps']} {unit}, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
-        yield connections, run
+
+
+def measured(
+    base: str,
+    script: Path,
+    seconds: float,
+    pid: int,
+    connections: int,
+    *,
+    label: str,
+    prefix: str,
+    unit: str = "req/s",
+) -> dict[str, Any]:
+    """Measure ``script`` at ``connections``, printing what and the figures; return the run."""
+    say(f"{label} {connections} connection(s)")
+    run = measure(
+        base,
+        script,
+        connections=connections,
+        duration=seconds,
+        prefix=f"{prefix}{connections}",
+        pid=pid,
+    )
+    say(f"  {run['rps']} {unit}, p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms")
+    return run
 
 
 async def run_peer(peer: peers.Peer, upstream: str, work: Path, seconds: float) -> dict[str, Any]:
@@ -780,7 +811,7 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         r["P1_replay_vs_creation"] = median_ratio(rounds, ("replay", "rps"), ("creation", "rps"))
         r["P2_sync_jobs_per_s_16"] = db["sync_16"]["rps"]
         if "p3_rounds" in db:  # the median of the rounds' differences (``p3_rounds``)
-            above = [r_["sync"]["p50_ms"] - r_["upstream"]["p50_ms"] for r_ in db["p3_rounds"]]
+            above = p3_above(db["p3_rounds"])
             r["P3_overhead_p50_ms"] = round(statistics.median(above), 3)
             r["P3_rounds_ms"] = [round(x, 3) for x in above]
         else:  # a report of before the fifteenth session: one run against the first upstream
