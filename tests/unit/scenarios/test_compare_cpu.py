@@ -113,7 +113,7 @@ def test_p3_is_the_median_of_the_rounds_differences_beside_the_upstream(
     order: list[tuple[str, int]] = []
     # Each round, the gateway's p50 and the upstream's, taken side by side; round 2 ran
     # in a slow phase of the host, which both of its runs show.
-    gateway_p50 = iter([3.0, 4.5, 3.2])
+    gateway_p50 = iter([3.0, 4.4, 3.2])
     upstream_p50 = iter([0.1, 1.6, 0.1])
 
     def run_wrk(url: str, script: Path, **kw: Any) -> dict[str, Any]:
@@ -145,12 +145,40 @@ def test_p3_is_the_median_of_the_rounds_differences_beside_the_upstream(
         "creation_16": run(100.0),
         "sync_16": run(400.0),
         "p3_rounds": rounds,
-        "sync_1": compare.median_run(rounds, "sync", "p50_ms"),
+        "sync_1": compare.p3_run(rounds),
     }
-    # Per round: 2.9, 2.9, 3.1, whose median is 2.9. The median sync run (3.2 ms) less
+    # Per round: 2.9, 2.8, 3.1, whose median is 2.9 (round 1). The median sync run (3.2 ms) less
     # the median upstream run (0.1) would say 3.1, and less the run of the start
     # (``upstream_1``, 1.0 ms here) 2.2.
     ratios = compare.ratios({"upstream_1": run(9000.0), "databases": [db]})["sqlite"]
-    assert ratios["P3_rounds_ms"] == [2.9, 2.9, 3.1]
+    assert ratios["P3_rounds_ms"] == [2.9, 2.8, 3.1]
     assert ratios["P3_overhead_p50_ms"] == 2.9
-    assert db["sync_1"]["p50_ms"] == 3.2  # the median run, whose p99 is reported
+    # The run reported beside P3 (its p99) is round 1's, P3's own; the median sync run by
+    # p50 would be round 3's (3.2 ms).
+    assert db["sync_1"]["p50_ms"] == 3.0
+    assert db["sync_1"]["rounds_p50_ms"] == [3.0, 4.4, 3.2]
+
+
+@pytest.mark.parametrize("given", ["2", "4", "0", "-1"])
+def test_rounds_must_be_an_odd_count(given: str) -> None:
+    """An even count would make a median the mean of two rounds, which no run measured."""
+    with pytest.raises(argparse.ArgumentTypeError):
+        compare.odd_count(given)
+    assert compare.odd_count("5") == 5
+
+
+def test_alternated_rounds_say_jobs_per_second_for_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(compare, "say", said.append)
+    runs = {
+        "sync": lambda n: {"rps": 100.0, "p50_ms": 3.0},
+        "pgbench": lambda n: {"tps": 900.0, "p50_ms": 1.0},
+        "replay": lambda n: {"rps": 800.0, "p50_ms": 2.0},
+    }
+    compare.alternated_rounds("postgresql", runs, 1, connections=1)
+    figures = [line for line in said if line.startswith("  ")]
+    assert figures == [
+        "  100.0 jobs/s, p50 3.0 ms",
+        "  900.0 TPS, p50 1.0 ms",
+        "  800.0 req/s, p50 2.0 ms",
+    ]
