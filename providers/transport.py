@@ -63,6 +63,10 @@ from providers.plugin import RequestRefused, SchemaNotSupported
 logger = logging.getLogger("providers")
 
 EXCERPT_CHARS = 200  # characters of provider text kept in errors
+#: The share of a call's deadline that connecting (or waiting for a pooled connection)
+#: may take at most: running out of it sent nothing, so it ends ``ConnectFailed`` before
+#: the deadline can end the call ``unknown``.
+CONNECT_SHARE = 0.9
 _KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{6,}|AIza[0-9A-Za-z_\-]{10,})")
 
 
@@ -279,8 +283,10 @@ class JsonHttpAdapter:
         # Waiting for a pooled connection is bounded like connecting: both end before a
         # byte is sent, so running out of either is a definite failure (``ConnectFailed``)
         # that a failover may follow. Bounded by the deadline alone, a full pool would
-        # meet the deadline around the call first and end ``unknown``.
-        bound = min(self.config.connect_timeout, deadline)
+        # meet the deadline around the call first and end ``unknown``; so would a connect
+        # timeout as long as the deadline or longer, the deadline's timer (started first)
+        # firing first. Both bounds end within ``CONNECT_SHARE`` of the deadline.
+        bound = min(self.config.connect_timeout, deadline * CONNECT_SHARE)
         timeout = httpx.Timeout(deadline, connect=bound, pool=bound)
         where = f"{self.name} ({self.config.protocol})"
         # msgspec encodes what httpx's json= would (compact, UTF-8), several times faster.

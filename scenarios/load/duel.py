@@ -1,14 +1,14 @@
 """Two versions of the gateway side by side, under the same load at the same time.
 
 ``python -m scenarios.load.duel --base REV [--mode create|replay|sync] [--connections 16]
-[--duration 6] [--rounds 6] [--database postgresql|sqlite]`` exports commit ``REV`` into a
+[--duration 6] [--rounds 5] [--database postgresql|sqlite]`` exports commit ``REV`` into a
 temporary directory (``git archive``), starts its gateway and this checkout's (working
 tree included), each with one worker, its own database and the same zero-latency
 upstream, and in every round drives both with ``wrk`` at once: whatever the shared host
 does during a round, it does to both. It prints each round and, per figure (req/s,
 p50, p99, the gateway's CPU per good answer and, on PostgreSQL, its database backends'),
-the median of the rounds' ratios of this checkout over ``REV``, and writes them as JSON
-(``--out``).
+the median of the rounds' ratios of this checkout over ``REV`` (an odd count of rounds:
+the median is one round's ratio), and writes them as JSON (``--out``).
 
 ``compare`` measures one version against pgbench and the upstream; this measures one
 change. Run one after the other, two versions' figures on this host differed by more
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per round")
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=compare.odd_count, default=5)
     parser.add_argument("--out", default=str(ROOT / "reports/out/duel.json"))
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
