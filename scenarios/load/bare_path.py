@@ -1,0 +1,295 @@
+"""The floor of a durable sync job in Python: the gateway's two statements and its call, bare.
+
+``python -m scenarios.load.bare_path [--duration 8] [--rounds 3]`` starts the zero-latency
+upstream, onejob's gateway (one worker, dispatcher on, PostgreSQL) and a bare server on a
+database of its own, and drives all three at one connection in ``--rounds`` alternated
+rounds (``compare.alternated_rounds``). Per request the bare server does what a sync job
+cannot do without, and nothing else, on uvloop with httptools and asyncpg as the gateway
+does:
+
+1. ``pg_round_trips.CREATE``: the job, its first attempt claimed, its events, one commit;
+2. the upstream's Chat Completions call over a kept-alive connection, its answer decoded;
+3. ``pg_round_trips.FINALIZE_ALONE``: the compare-and-swap decision, one commit;
+4. a 201 with the decided job's status.
+
+No API key, schema, fingerprint, prompt, lease timer, metric, log line or framework. The
+gateway's P3 (sync p50 less the upstream's) over the bare server's is the share of P3
+that is onejob's own on this host, whatever the host's speed: on a slow host both rise.
+It prints each round and writes JSON (``--out``). A measurement, not a test; the bare
+server keeps none of onejob's guarantees beyond what those two statements keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import statistics
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from scenarios.load import compare, duel, wrk_scripts
+from scenarios.load.bench import child, free_port, say, tail
+
+ROOT = Path(__file__).resolve().parents[2]
+_FINGERPRINT = "f" * 64
+_DETAILS = [
+    json.dumps({"contract": "ticket-triage@1", "provider": "upstream"}),
+    json.dumps({"number": 1, "provider": "upstream", "reason": "initial"}),
+    json.dumps({"worker": "bare", "read_version": 1, "in_process": True}),
+]
+_KINDS = ["job_created", "attempt_created", "attempt_running"]
+
+
+class _Upstream:
+    """One kept-alive HTTP/1.1 connection to the upstream; one call at a time."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.host, self.port = host, int(port)
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def call(self, body: bytes) -> bytes:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.streams
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: upstream\r\n"
+            b"content-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return await reader.readexactly(length)
+
+
+class _Server(asyncio.Protocol):
+    """HTTP/1.1 with httptools: each complete request runs ``_Bare.job`` in turn."""
+
+    def __init__(self, bare: _Bare) -> None:
+        import httptools
+
+        self.bare = bare
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.key = ""
+        self.body = bytearray()
+        self.jobs: set[asyncio.Future[None]] = set()  # referenced until done
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"idempotency-key":
+            self.key = value.decode()
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        body, self.body = bytes(self.body), bytearray()
+        job = asyncio.ensure_future(self.bare.job(self, self.key, body))
+        self.jobs.add(job)
+        job.add_done_callback(self.jobs.discard)
+
+
+class _Bare:
+    """The two statements and the call, on one database connection."""
+
+    def __init__(self, conn: Any, upstream: _Upstream) -> None:
+        self.conn = conn
+        self.upstream = upstream
+
+    async def job(self, server: _Server, key: str, body: bytes) -> None:
+        from gateway.store.pg_round_trips import CREATE, FINALIZE_ALONE
+
+        request = json.loads(body)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        job_id, attempt_id = f"job_{uuid.uuid4().hex}", f"att_{uuid.uuid4().hex}"
+        created = await self.conn.fetch(
+            CREATE,
+            job_id,
+            "bare",
+            key,
+            _FINGERPRINT,
+            request["contract"],
+            "upstream",
+            None,
+            json.dumps(request["input"]),
+            "running",
+            now,
+            attempt_id,
+            "running",
+            1,
+            "bare",
+            now + dt.timedelta(seconds=15),
+            now + dt.timedelta(seconds=30),
+            now,
+            [None, attempt_id, attempt_id],
+            _KINDS,
+            _DETAILS,
+        )
+        status = "replayed"
+        if created and created[0]["created"]:
+            call = json.dumps(
+                {"model": "bench-gpt", "messages": [{"role": "user", "content": body.decode()}]}
+            )
+            answer = json.loads(await self.upstream.call(call.encode()))
+            result = json.loads(answer["choices"][0]["message"]["content"])
+            decided = await self.conn.fetch(
+                FINALIZE_ALONE,
+                attempt_id,
+                json.dumps(result),
+                dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                "req-bench",
+                answer["model"],
+            )
+            status = decided[0]["j_status"] if decided else "lost"
+        out = json.dumps({"id": job_id, "status": status}, separators=(",", ":")).encode()
+        assert server.transport is not None
+        server.transport.write(
+            b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(out)).encode()
+            + b"\r\n\r\n"
+            + out
+        )
+
+
+async def _serve(port: int, dsn: str, upstream: str) -> None:
+    """Run the bare server on ``port`` until killed."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    bare = _Bare(conn, _Upstream(upstream))
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Server(bare), "127.0.0.1", port)
+    say(f"bare server on {port}")
+    await server.serve_forever()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the three, run the rounds, return the report."""
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bare-")))
+        upstream = await duel.start_upstream(stack, work)
+        up_body = json.dumps({"model": "bench-gpt", "messages": []})
+        up_script = wrk_scripts.write(
+            work / compare.UPSTREAM_SCRIPT, wrk_scripts.chat_completions(up_body)
+        )
+        gw_args = argparse.Namespace(mode="sync", database="postgresql")
+        pid, gateway, gw_script, _ = await duel.start_side(stack, "new", ROOT, upstream, gw_args)
+        url = stack.enter_context(compare.database("postgresql", work))
+        await compare.prepare(url)
+        port = free_port()
+        dsn = compare.libpq(url)
+        log = work / "bare.log"
+        cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), dsn, upstream]
+        bare_proc = stack.enter_context(child(cmd, log))
+        bare = f"http://127.0.0.1:{port}"
+        await _ready(bare, bare_proc, log)
+        payload = json.dumps({"contract": compare.CONTRACT, "input": compare.INPUT})
+        bare_script = wrk_scripts.write(
+            work / "bare.lua", wrk_scripts.create_jobs("none", payload, wait=30)
+        )
+        for base, script in ((gateway, gw_script), (bare, bare_script)):
+            compare.run_wrk(base, script, connections=1, duration=2, prefix="warm")
+        seconds = args.duration
+        runs = {
+            "upstream": lambda n: compare.run_wrk(
+                upstream, up_script, connections=1, duration=seconds, prefix=f"u{n}"
+            ),
+            "bare": lambda n: compare.run_wrk(
+                bare, bare_script, connections=1, duration=seconds, prefix=f"b{n}"
+            ),
+            "sync": lambda n: compare.measure(
+                gateway, gw_script, connections=1, duration=seconds, prefix=f"s{n}", pid=pid
+            ),
+        }
+        rounds = compare.alternated_rounds("postgresql", runs, args.rounds, connections=1)
+    return report(rounds)
+
+
+async def _ready(base: str, proc: Any, log: Path) -> None:
+    """Wait until the bare server answers a job (it has no ``/healthz``)."""
+    for _ in range(200):
+        if proc.poll() is not None:
+            raise SystemExit(f"the bare server exited:\n{tail(log)}")
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", int(base.rsplit(":", 1)[1]))
+            writer.close()
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit("the bare server did not start")
+
+
+def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per round, each side's p50 above the upstream's; their medians and the ratio.
+
+    A run with an answer that was not a succeeded job (wrk's ``bad``), or none at all,
+    measured something else: it is refused rather than reported as a floor.
+    """
+    for n, r in enumerate(rounds, start=1):
+        for side in ("bare", "sync"):
+            if r[side].get("bad") or not r[side].get("ok"):
+                raise SystemExit(f"round {n}: {side} answered {r[side]}: not every job succeeded")
+    above = {
+        side: [r[side]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
+        for side in ("bare", "sync")
+    }
+    pairs = zip(above["sync"], above["bare"], strict=True)
+    ratios = [s / b if b > 0 else float("nan") for s, b in pairs]
+    return {
+        "commit": compare.commit(),
+        "rounds": rounds,
+        "above_upstream_ms": {k: [round(x, 3) for x in v] for k, v in above.items()},
+        "bare_p3_ms": round(statistics.median(above["bare"]), 3),
+        "onejob_p3_ms": round(statistics.median(above["sync"]), 3),
+        "onejob_over_bare": round(statistics.median(ratios), 3),
+        "rounds_onejob_over_bare": [round(x, 3) for x in ratios],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve (``--serve PORT DSN UPSTREAM``, the child) or measure, print and write JSON."""
+    parser = argparse.ArgumentParser(prog="python -m scenarios.load.bare_path")
+    parser.add_argument("--serve", nargs=3, metavar=("PORT", "DSN", "UPSTREAM"))
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds per run")
+    parser.add_argument("--rounds", type=compare.odd_count, default=3)
+    parser.add_argument("--out", default=str(ROOT / "reports/out/bare_path.json"))
+    args = parser.parse_args(argv)
+    if args.serve:
+        import uvloop
+
+        port, dsn, upstream = args.serve
+        with contextlib.suppress(KeyboardInterrupt):
+            uvloop.run(_serve(int(port), dsn, upstream))
+        return 0
+    out = asyncio.run(run(args))
+    say(
+        f"P3 at one connection: onejob {out['onejob_p3_ms']} ms, bare {out['bare_p3_ms']} ms"
+        f" (rounds {out['above_upstream_ms']}); onejob / bare {out['onejob_over_bare']}x"
+        f" (rounds {out['rounds_onejob_over_bare']})"
+    )
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2), encoding="utf-8")
+    say(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
