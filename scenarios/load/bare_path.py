@@ -3,9 +3,9 @@
 ``python -m scenarios.load.bare_path [--duration 8] [--rounds 3]`` starts the zero-latency
 upstream, onejob's gateway (one worker, dispatcher on, PostgreSQL) and a bare server on a
 database of its own, and drives all three at one connection in ``--rounds`` alternated
-rounds (``compare.alternated_rounds``). Per request the bare server does what a sync job
-cannot do without, and nothing else, on uvloop with httptools and asyncpg as the gateway
-does:
+rounds (``compare.p3_rounds``; ``compare`` runs the same rounds on PostgreSQL). Per
+request the bare server does what a sync job cannot do without, and nothing else, on
+uvloop with httptools and asyncpg as the gateway does:
 
 1. ``pg_round_trips.CREATE``: the job, its first attempt claimed, its events, one commit;
 2. the upstream's Chat Completions call over a kept-alive connection, its answer decoded;
@@ -26,10 +26,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-import statistics
 import sys
 import tempfile
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +181,42 @@ async def _serve(port: int, dsn: str, upstream: str) -> None:
     await server.serve_forever()
 
 
+@contextlib.asynccontextmanager
+async def bare_server(upstream: str, work: Path) -> AsyncIterator[tuple[str, Path]]:
+    """Run the bare server on a migrated PostgreSQL database of its own, calling
+    ``upstream``, warmed; yield its base URL and its wrk script (sync jobs)."""
+    with compare.database("postgresql", work) as url:
+        await compare.prepare(url)
+        port = free_port()
+        log = work / "bare.log"
+        cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), compare.libpq(url)]
+        with child([*cmd, upstream], log) as proc:
+            base = f"http://127.0.0.1:{port}"
+            await _ready(port, proc, log)
+            payload = json.dumps({"contract": compare.CONTRACT, "input": compare.INPUT})
+            script = wrk_scripts.write(
+                work / "bare.lua", wrk_scripts.create_jobs("unused", payload, wait=30)
+            )
+            compare.run_wrk(base, script, connections=1, duration=2, prefix="warm-bare")
+            yield base, script
+
+
+async def _ready(port: int, proc: Any, log: Path) -> None:
+    """Wait until the bare server accepts connections (it has no ``/healthz``)."""
+    for _ in range(200):
+        if proc.poll() is not None:
+            raise SystemExit(f"the bare server exited:\n{tail(log)}")
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit("the bare server did not start")
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Start the three, run the rounds, return the report."""
+    """Start the upstream, the gateway and the bare server, run the rounds (those of
+    ``compare``'s P3, with the bare server in them); return the report."""
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bare-")))
         upstream = await duel.start_upstream(stack, work)
@@ -192,75 +226,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         gw_args = argparse.Namespace(mode="sync", database="postgresql")
         pid, gateway, gw_script, _ = await duel.start_side(stack, "new", ROOT, upstream, gw_args)
-        url = stack.enter_context(compare.database("postgresql", work))
-        await compare.prepare(url)
-        port = free_port()
-        dsn = compare.libpq(url)
-        log = work / "bare.log"
-        cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), dsn, upstream]
-        bare_proc = stack.enter_context(child(cmd, log))
-        bare = f"http://127.0.0.1:{port}"
-        await _ready(bare, bare_proc, log)
-        payload = json.dumps({"contract": compare.CONTRACT, "input": compare.INPUT})
-        bare_script = wrk_scripts.write(
-            work / "bare.lua", wrk_scripts.create_jobs("none", payload, wait=30)
-        )
-        for base, script in ((gateway, gw_script), (bare, bare_script)):
-            compare.run_wrk(base, script, connections=1, duration=2, prefix="warm")
-        seconds = args.duration
-        runs = {
-            "upstream": lambda n: compare.run_wrk(
-                upstream, up_script, connections=1, duration=seconds, prefix=f"u{n}"
-            ),
-            "bare": lambda n: compare.run_wrk(
-                bare, bare_script, connections=1, duration=seconds, prefix=f"b{n}"
-            ),
-            "sync": lambda n: compare.measure(
-                gateway, gw_script, connections=1, duration=seconds, prefix=f"s{n}", pid=pid
-            ),
-        }
-        rounds = compare.alternated_rounds("postgresql", runs, args.rounds, connections=1)
-    return report(rounds)
-
-
-async def _ready(base: str, proc: Any, log: Path) -> None:
-    """Wait until the bare server answers a job (it has no ``/healthz``)."""
-    for _ in range(200):
-        if proc.poll() is not None:
-            raise SystemExit(f"the bare server exited:\n{tail(log)}")
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection("127.0.0.1", int(base.rsplit(":", 1)[1]))
-            writer.close()
-            return
-        await asyncio.sleep(0.05)
-    raise SystemExit("the bare server did not start")
-
-
-def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Per round, each side's p50 above the upstream's; their medians and the ratio.
-
-    A run with an answer that was not a succeeded job (wrk's ``bad``), or none at all,
-    measured something else: it is refused rather than reported as a floor.
-    """
-    for n, r in enumerate(rounds, start=1):
-        for side in ("bare", "sync"):
-            if r[side].get("bad") or not r[side].get("ok"):
-                raise SystemExit(f"round {n}: {side} answered {r[side]}: not every job succeeded")
-    above = {
-        side: [r[side]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
-        for side in ("bare", "sync")
-    }
-    pairs = zip(above["sync"], above["bare"], strict=True)
-    ratios = [s / b if b > 0 else float("nan") for s, b in pairs]
-    return {
-        "commit": compare.commit(),
-        "rounds": rounds,
-        "above_upstream_ms": {k: [round(x, 3) for x in v] for k, v in above.items()},
-        "bare_p3_ms": round(statistics.median(above["bare"]), 3),
-        "onejob_p3_ms": round(statistics.median(above["sync"]), 3),
-        "onejob_over_bare": round(statistics.median(ratios), 3),
-        "rounds_onejob_over_bare": [round(x, 3) for x in ratios],
-    }
+        compare.run_wrk(gateway, gw_script, connections=1, duration=2, prefix="warm")
+        async with bare_server(upstream, work) as bare:
+            rounds = compare.p3_rounds(
+                "postgresql", (gateway, gw_script, pid), upstream, up_script, args, bare
+            )
+    return {"commit": compare.commit(), "rounds": rounds, **compare.p3_floor(rounds)}
 
 
 def main(argv: list[str] | None = None) -> int:

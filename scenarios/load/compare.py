@@ -469,9 +469,16 @@ async def run_database(
                 prefix="s",
                 unit="jobs/s",
             )
-            out["p3_rounds"] = p3_rounds(
-                kind, (base, script, pid), upstream, work / UPSTREAM_SCRIPT, args
-            )
+            async with contextlib.AsyncExitStack() as floors:
+                bare = None
+                if kind == "postgresql":  # its statements are PostgreSQL's
+                    from scenarios.load import bare_path  # it imports this module
+
+                    say(f"[{kind}] the bare floor (bare_path): starting")
+                    bare = await floors.enter_async_context(bare_path.bare_server(upstream, work))
+                out["p3_rounds"] = p3_rounds(
+                    kind, (base, script, pid), upstream, work / UPSTREAM_SCRIPT, args, bare
+                )
             out["sync_1"] = p3_run(out["p3_rounds"])
             out["gateway_rss_kib"] = {"after_warmup": rss_before, "after_runs": tree_rss_kib(pid)}
             if args.soak:
@@ -515,10 +522,13 @@ def p3_rounds(
     upstream: str,
     upstream_script: Path,
     args: argparse.Namespace,
+    bare: tuple[str, Path] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure sync jobs at one connection beside the upstream alone at one connection,
     in ``--rounds`` alternated rounds (``alternated_rounds``); P3 is the median of the
-    rounds' differences of p50 (``ratios``).
+    rounds' differences of p50 (``ratios``). With ``bare`` (its base URL and wrk script:
+    ``bare_path.bare_server``), the bare server at one connection in the same rounds: the
+    floor beside P3 (``p3_floor``).
 
     Until the fifteenth session P3 was one gateway run set against the upstream's run
     at the very start, minutes earlier: one run at one commit, on one host, gave 2.825
@@ -534,12 +544,22 @@ def p3_rounds(
             base, script, connections=1, duration=seconds, prefix=f"s1-{n}", pid=pid
         ),
     }
+    if bare is not None:
+        bare_base, bare_script = bare
+        runs["bare"] = lambda n: run_wrk(
+            bare_base, bare_script, connections=1, duration=seconds, prefix=f"b1-{n}"
+        )
     rounds = alternated_rounds(kind, runs, args.rounds, connections=1)
     for n, (figures, above) in enumerate(zip(rounds, p3_above(rounds), strict=True), start=1):
         up, sync = figures["upstream"], figures["sync"]
+        floor = (
+            f"; the bare floor {figures['bare']['p50_ms'] - up['p50_ms']:.3f} ms"
+            if "bare" in figures
+            else ""
+        )
         say(
             f"[{kind}] P3 round {n}: sync p50 {sync['p50_ms']} ms (p99 {sync['p99_ms']}),"
-            f" upstream alone {up['p50_ms']} ms: {above:.3f} ms above"
+            f" upstream alone {up['p50_ms']} ms: {above:.3f} ms above{floor}"
         )
     return rounds
 
@@ -547,6 +567,33 @@ def p3_rounds(
 def p3_above(rounds: list[dict[str, Any]]) -> list[float]:
     """Each P3 round's sync p50 less its upstream's (ms)."""
     return [r["sync"]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
+
+
+def p3_floor(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bare floor beside P3 (rounds with a ``bare`` run): each side's p50 above the
+    upstream's per round, their medians, and onejob's over the floor's (the median of the
+    rounds' ratios, each round's two runs minutes apart at most).
+
+    A bare or sync run with an answer that was not a succeeded job, or none at all,
+    measured something else: it is refused (``SystemExit``) rather than reported.
+    """
+    for n, r in enumerate(rounds, start=1):
+        for side in ("bare", "sync"):
+            if r[side].get("bad") or not r[side].get("ok"):
+                raise SystemExit(f"round {n}: {side} answered {r[side]}: not every job succeeded")
+    above = {
+        side: [r[side]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
+        for side in ("bare", "sync")
+    }
+    pairs = zip(above["sync"], above["bare"], strict=True)
+    ratios = [s / b if b > 0 else float("nan") for s, b in pairs]
+    return {
+        "above_upstream_ms": {k: [round(x, 3) for x in v] for k, v in above.items()},
+        "bare_p3_ms": round(statistics.median(above["bare"]), 3),
+        "onejob_p3_ms": round(statistics.median(above["sync"]), 3),
+        "onejob_over_bare": round(statistics.median(ratios), 3),
+        "rounds_onejob_over_bare": [round(x, 3) for x in ratios],
+    }
 
 
 def p3_run(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -831,6 +878,11 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
             above = p3_above(db["p3_rounds"])
             r["P3_overhead_p50_ms"] = round(statistics.median(above), 3)
             r["P3_rounds_ms"] = [round(x, 3) for x in above]
+            if all("bare" in round_ for round_ in db["p3_rounds"]):
+                floor = p3_floor(db["p3_rounds"])
+                r["P3_bare_floor_ms"] = floor["bare_p3_ms"]
+                r["P3_over_bare_floor"] = floor["onejob_over_bare"]
+                r["P3_over_bare_floor_rounds"] = floor["rounds_onejob_over_bare"]
         else:  # a report of before the fifteenth session: one run against the first upstream
             r["P3_overhead_p50_ms"] = round(db["sync_1"]["p50_ms"] - upstream_p50, 3)
         r["P3_sync_p99_ms"] = db["sync_1"]["p99_ms"]
@@ -909,6 +961,12 @@ def summary(report: dict[str, Any]) -> str:
             f"[{kind}] P3 overhead p50 {r['P3_overhead_p50_ms']} ms above the upstream{each}"
             f" (goal <= {goal3}){floor}; p99 {r['P3_sync_p99_ms']} ms"
         )
+        if "P3_bare_floor_ms" in r:
+            lines.append(
+                f"[{kind}]   the bare floor (the same statements and call, nothing else)"
+                f" {r['P3_bare_floor_ms']} ms above the upstream; onejob's P3 ="
+                f" {r['P3_over_bare_floor']}x it (rounds {r['P3_over_bare_floor_rounds']})"
+            )
         if "P4_creation_p99_seeded_vs_empty" in r:
             p4 = db["p4"]
             lines.append(
