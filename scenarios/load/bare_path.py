@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.load import compare, duel, wrk_scripts
-from scenarios.load.bench import child, free_port, say, tail
+from scenarios.load.bench import child, free_port, say, tail, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 _FINGERPRINT = "f" * 64
@@ -255,10 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         f" (rounds {out['above_upstream_ms']}); onejob / bare {out['onejob_over_bare']}x"
         f" (rounds {out['rounds_onejob_over_bare']})"
     )
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2), encoding="utf-8")
-    say(f"wrote {path}")
+    write_report(args.out, out)
     return 0
 
 

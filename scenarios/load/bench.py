@@ -52,6 +52,15 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def write_report(path: str | Path, report: Any) -> Path:
+    """Write ``report`` as indented JSON to ``path`` (its folder made if need be); say so."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    say(f"wrote {out}")
+    return out
+
+
 def free_port() -> int:
     """Return a port that was free a moment ago."""
     with socket.socket() as s:

@@ -33,7 +33,7 @@ import aiohttp
 import httpx
 
 from providers.network import ProviderClient, provider_client
-from scenarios.load.bench import ROOT, child, free_port, ready, say
+from scenarios.load.bench import ROOT, child, free_port, ready, say, write_report
 
 BODY = json.dumps(
     {"model": "bench-gpt", "messages": [{"role": "user", "content": "My card was charged twice"}]}
@@ -147,10 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     report = uvloop.run(run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(summary(report))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -52,7 +52,7 @@ import httpx
 
 from gateway.settings import Settings
 from scenarios.load import peers, wrk_scripts
-from scenarios.load.bench import child, free_port, ready, say
+from scenarios.load.bench import child, free_port, ready, say, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = os.environ.get("ONEJOB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -1080,11 +1080,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = asyncio.run(run(args))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(summary(report))
-    say(f"wrote {out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.load import compare, wrk_scripts
-from scenarios.load.bench import child, free_port, ready, say
+from scenarios.load.bench import child, free_port, ready, say, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 #: ``db_cpu_ms``: PostgreSQL's backends of that side's database, per good answer.
@@ -225,10 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
     print(summary(report))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    say(f"wrote {out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -52,7 +52,7 @@ from typing import Any
 from gateway.server import SETTINGS_ENV
 from gateway.settings import Settings
 from scenarios.load import wrk_scripts
-from scenarios.load.bench import free_port, ready, say
+from scenarios.load.bench import free_port, ready, say, write_report
 from scenarios.load.compare import CONTRACT, INPUT, commit, gateway_settings, measure, run_wrk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -646,11 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = run(args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(table(report))
-    say(f"wrote {out}")
+    write_report(args.out, report)
     return 0
 
 

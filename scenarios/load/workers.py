@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from scenarios.load import compare
-from scenarios.load.bench import free_port, say
+from scenarios.load.bench import free_port, say, write_report
 from scenarios.load.duel import (
     backends_cpu_s,
     figure_lines,
@@ -143,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--counts takes two numbers of at least 1, e.g. 2,1")
     report = asyncio.run(run(args))
     print(summary(report))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

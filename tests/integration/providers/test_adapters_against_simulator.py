@@ -303,14 +303,27 @@ async def test_stopping_the_simulator_releases_a_hung_request_quickly(
 
 
 @by_protocol
-async def test_a_full_pool_past_the_connect_timeout_is_definite_not_unknown(
-    sim: Any, make_request: Callable[..., ProviderRequest], protocol: str
+@pytest.mark.parametrize(
+    ("connect_timeout", "deadline"),
+    [(0.2, 5.0), (5.0, 0.3), (5.0, 0.05)],
+    ids=["connect-timeout-first", "deadline-first", "short-deadline"],
+)
+async def test_a_full_pool_is_definite_not_unknown(
+    sim: Any,
+    make_request: Callable[..., ProviderRequest],
+    protocol: str,
+    connect_timeout: float,
+    deadline: float,
 ) -> None:
     """A call that waited for a pooled connection and never got one sent nothing: it is
-    ``ConnectFailed`` (a failover may follow) within the connect timeout, not ``TimedOut``
-    at the deadline."""
+    ``ConnectFailed`` (a failover may follow) within the connect timeout or 0.9 of the
+    deadline, whichever is shorter, not ``TimedOut`` at the deadline. A deadline no longer
+    than the connect timeout used to lose the tie to its own timer (started first) and
+    end ``unknown``."""
     await sim.script({"kind": "delay", "seconds": 1.0})
-    config = sim.config("sim-main", protocol).model_copy(update={"connect_timeout": 0.2})
+    config = sim.config("sim-main", protocol).model_copy(
+        update={"connect_timeout": connect_timeout}
+    )
     async with provider_client(httpx.Limits(max_connections=1)) as client:
         adapter = build_provider(config, client)
         first = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
@@ -318,29 +331,8 @@ async def test_a_full_pool_past_the_connect_timeout_is_definite_not_unknown(
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(ConnectFailed) as caught:
-            await adapter.call(make_request(timeout=5.0))
+            await adapter.call(make_request(timeout=deadline))
         assert caught.value.reason == "pool_timeout"
-        assert loop.time() - started < 1.0
+        assert loop.time() - started < min(connect_timeout, deadline) + 0.5
         assert (await first).output == FAITHFUL
     assert len(await sim.calls()) == 1  # the second never reached the provider
-
-
-@by_protocol
-async def test_a_full_pool_past_a_short_deadline_is_definite_not_unknown(
-    sim: Any, make_request: Callable[..., ProviderRequest], protocol: str
-) -> None:
-    """A deadline no longer than the connect timeout: waiting for a pooled connection
-    until it runs out still sent nothing, so the call is ``ConnectFailed``, not ``TimedOut``
-    (the deadline's own timer, started first, used to win the tie and say ``unknown``)."""
-    await sim.script({"kind": "delay", "seconds": 1.0})
-    config = sim.config("sim-main", protocol).model_copy(update={"connect_timeout": 5.0})
-    async with provider_client(httpx.Limits(max_connections=1)) as client:
-        adapter = build_provider(config, client)
-        first = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
-        await asyncio.sleep(0.1)  # the first call holds the pool's one connection
-        for deadline in (0.3, 0.05):
-            with pytest.raises(ConnectFailed) as caught:
-                await adapter.call(make_request(timeout=deadline))
-            assert caught.value.reason == "pool_timeout"
-        assert (await first).output == FAITHFUL
-    assert len(await sim.calls()) == 1  # the others never reached the provider
