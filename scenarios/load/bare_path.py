@@ -237,10 +237,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Serve (``--serve PORT DSN UPSTREAM``, the child) or measure, print and write JSON."""
     parser = argparse.ArgumentParser(prog="python -m scenarios.load.bare_path")
-    parser.add_argument("--serve", nargs=3, metavar=("PORT", "DSN", "UPSTREAM"))
+    parser.add_argument(
+        "--serve",
+        nargs=3,
+        metavar=("PORT", "DSN", "UPSTREAM"),
+        help="run the bare server itself (this command and compare start it so)",
+    )
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per run")
-    parser.add_argument("--rounds", type=compare.odd_count, default=3)
-    parser.add_argument("--out", default=str(ROOT / "reports/out/bare_path.json"))
+    parser.add_argument(
+        "--rounds", type=compare.odd_count, default=3, help="alternated rounds (odd)"
+    )
+    parser.add_argument(
+        "--out", default=str(ROOT / "reports/out/bare_path.json"), help="the JSON report"
+    )
     args = parser.parse_args(argv)
     if args.serve:
         import uvloop
