@@ -29,12 +29,11 @@ import json
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from scenarios.load import compare, duel, wrk_scripts
-from scenarios.load.bench import child, free_port, say, tail, write_report
+from scenarios.load.bench import say, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 _FINGERPRINT = "f" * 64
@@ -181,39 +180,6 @@ async def _serve(port: int, dsn: str, upstream: str) -> None:
     await server.serve_forever()
 
 
-@contextlib.asynccontextmanager
-async def bare_server(upstream: str, work: Path) -> AsyncIterator[tuple[str, Path]]:
-    """Run the bare server on a migrated PostgreSQL database of its own, calling
-    ``upstream``, warmed; yield its base URL and its wrk script (sync jobs)."""
-    with compare.database("postgresql", work) as url:
-        await compare.prepare(url)
-        port = free_port()
-        log = work / "bare.log"
-        cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), compare.libpq(url)]
-        with child([*cmd, upstream], log) as proc:
-            base = f"http://127.0.0.1:{port}"
-            await _ready(port, proc, log)
-            payload = json.dumps({"contract": compare.CONTRACT, "input": compare.INPUT})
-            script = wrk_scripts.write(
-                work / "bare.lua", wrk_scripts.create_jobs("unused", payload, wait=30)
-            )
-            compare.run_wrk(base, script, connections=1, duration=2, prefix="warm-bare")
-            yield base, script
-
-
-async def _ready(port: int, proc: Any, log: Path) -> None:
-    """Wait until the bare server accepts connections (it has no ``/healthz``)."""
-    for _ in range(200):
-        if proc.poll() is not None:
-            raise SystemExit(f"the bare server exited:\n{tail(log)}")
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        await asyncio.sleep(0.05)
-    raise SystemExit("the bare server did not start")
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the upstream, the gateway and the bare server, run the rounds (those of
     ``compare``'s P3, with the bare server in them); return the report."""
@@ -227,7 +193,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         gw_args = argparse.Namespace(mode="sync", database="postgresql")
         pid, gateway, gw_script, _ = await duel.start_side(stack, "new", ROOT, upstream, gw_args)
         compare.run_wrk(gateway, gw_script, connections=1, duration=2, prefix="warm")
-        async with bare_server(upstream, work) as bare:
+        async with compare.bare_server(upstream, work) as bare:
             rounds = compare.p3_rounds(
                 "postgresql", (gateway, gw_script, pid), upstream, up_script, args, bare
             )

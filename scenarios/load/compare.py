@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ import httpx
 
 from gateway.settings import Settings
 from scenarios.load import peers, wrk_scripts
-from scenarios.load.bench import child, free_port, ready, say, write_report
+from scenarios.load.bench import child, free_port, ready, say, tail, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = os.environ.get("ONEJOB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -472,10 +472,8 @@ async def run_database(
             async with contextlib.AsyncExitStack() as floors:
                 bare = None
                 if kind == "postgresql":  # its statements are PostgreSQL's
-                    from scenarios.load import bare_path  # it imports this module
-
                     say(f"[{kind}] the bare floor (bare_path): starting")
-                    bare = await floors.enter_async_context(bare_path.bare_server(upstream, work))
+                    bare = await floors.enter_async_context(bare_server(upstream, work))
                 out["p3_rounds"] = p3_rounds(
                     kind, (base, script, pid), upstream, work / UPSTREAM_SCRIPT, args, bare
                 )
@@ -514,6 +512,34 @@ def alternated_rounds(
             say(f"  {rate} {_UNITS.get(name, 'req/s')}{p50}")
         out.append(figures)
     return out
+
+
+@contextlib.asynccontextmanager
+async def bare_server(upstream: str, work: Path) -> AsyncIterator[tuple[str, Path]]:
+    """Run ``bare_path``'s bare server (a process of its own) on a migrated PostgreSQL
+    database of its own, calling ``upstream``, warmed; yield its base URL and its wrk
+    script (sync jobs)."""
+    with database("postgresql", work) as url:
+        await prepare(url)
+        port = free_port()
+        log = work / "bare.log"
+        cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), libpq(url), upstream]
+        with child(cmd, log) as proc:
+            deadline = time.monotonic() + 10
+            while True:  # it has no ``/healthz``: wait until it accepts connections
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the bare server did not start:\n{tail(log)}")
+                with contextlib.suppress(OSError):
+                    with socket_to(port):
+                        break
+                await asyncio.sleep(0.05)
+            base = f"http://127.0.0.1:{port}"
+            payload = json.dumps({"contract": CONTRACT, "input": INPUT})
+            script = wrk_scripts.write(
+                work / "bare.lua", wrk_scripts.create_jobs("unused", payload, wait=30)
+            )
+            run_wrk(base, script, connections=1, duration=2, prefix="warm-bare")
+            yield base, script
 
 
 def p3_rounds(
