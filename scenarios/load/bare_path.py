@@ -32,7 +32,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from scenarios.load import compare, duel, wrk_scripts
+import httptools
+
+from gateway.store.pg_round_trips import CREATE, FINALIZE_ALONE
+from scenarios.load import compare, duel
 from scenarios.load.bench import say, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,8 +80,6 @@ class _Server(asyncio.Protocol):
     """HTTP/1.1 with httptools: each complete request runs ``_Bare.job`` in turn."""
 
     def __init__(self, bare: _Bare) -> None:
-        import httptools
-
         self.bare = bare
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -114,8 +115,6 @@ class _Bare:
         self.upstream = upstream
 
     async def job(self, server: _Server, key: str, body: bytes) -> None:
-        from gateway.store.pg_round_trips import CREATE, FINALIZE_ALONE
-
         request = json.loads(body)
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         job_id, attempt_id = f"job_{uuid.uuid4().hex}", f"att_{uuid.uuid4().hex}"
@@ -186,10 +185,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bare-")))
         upstream = await duel.start_upstream(stack, work)
-        up_body = json.dumps({"model": "bench-gpt", "messages": []})
-        up_script = wrk_scripts.write(
-            work / compare.UPSTREAM_SCRIPT, wrk_scripts.chat_completions(up_body)
-        )
+        up_script = compare.upstream_script(work)
         gw_args = argparse.Namespace(mode="sync", database="postgresql")
         pid, gateway, gw_script, _ = await duel.start_side(stack, "new", ROOT, upstream, gw_args)
         compare.run_wrk(gateway, gw_script, connections=1, duration=2, prefix="warm")

@@ -525,14 +525,7 @@ async def bare_server(upstream: str, work: Path) -> AsyncIterator[tuple[str, Pat
         log = work / "bare.log"
         cmd = ["-m", "scenarios.load.bare_path", "--serve", str(port), libpq(url), upstream]
         with child(cmd, log) as proc:
-            deadline = time.monotonic() + 10
-            while True:  # it has no ``/healthz``: wait until it accepts connections
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the bare server did not start:\n{tail(log)}")
-                with contextlib.suppress(OSError):
-                    with socket_to(port):
-                        break
-                await asyncio.sleep(0.05)
+            await listening(port, proc, log, "the bare server")
             base = f"http://127.0.0.1:{port}"
             payload = json.dumps({"contract": CONTRACT, "input": INPUT})
             script = wrk_scripts.write(
@@ -553,7 +546,7 @@ def p3_rounds(
     """Measure sync jobs at one connection beside the upstream alone at one connection,
     in ``--rounds`` alternated rounds (``alternated_rounds``); P3 is the median of the
     rounds' differences of p50 (``ratios``). With ``bare`` (its base URL and wrk script:
-    ``bare_path.bare_server``), the bare server at one connection in the same rounds: the
+    ``bare_server``), the bare server at one connection in the same rounds: the
     floor beside P3 (``p3_floor``).
 
     Until the fifteenth session P3 was one gateway run set against the upstream's run
@@ -608,8 +601,8 @@ def p3_floor(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             if r[side].get("bad") or not r[side].get("ok"):
                 raise SystemExit(f"round {n}: {side} answered {r[side]}: not every job succeeded")
     above = {
-        side: [r[side]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
-        for side in ("bare", "sync")
+        "bare": [r["bare"]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds],
+        "sync": p3_above(rounds),
     }
     pairs = zip(above["sync"], above["bare"], strict=True)
     ratios = [s / b if b > 0 else float("nan") for s, b in pairs]
@@ -826,16 +819,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         upstream = f"http://127.0.0.1:{port}"
         log = work / "upstream.log"
         with child(["-m", "scenarios.load.upstream", "--port", str(port)], log) as proc:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                with contextlib.suppress(OSError):
-                    with socket_to(port):
-                        break
-                await asyncio.sleep(0.05)
-            upstream_body = json.dumps({"model": "bench-gpt", "messages": []})
-            script = wrk_scripts.write(
-                work / UPSTREAM_SCRIPT, wrk_scripts.chat_completions(upstream_body)
-            )
+            await listening(port, proc, log, "the upstream")
+            script = upstream_script(work)
             say("upstream alone, 16 connections and 1")
             report["upstream_16"] = run_wrk(
                 upstream, script, connections=16, duration=args.duration, prefix="u"
@@ -856,6 +841,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report["loadavg_at_end"] = os.getloadavg()
     report["ratios"] = ratios(report)
     return report
+
+
+async def listening(port: int, proc: subprocess.Popen[bytes], log: Path, what: str) -> None:
+    """Wait until ``proc`` accepts connections on ``port`` (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start:\n{tail(log)}")
+        with contextlib.suppress(OSError):
+            with socket_to(port):
+                return
+        await asyncio.sleep(0.05)
+
+
+def upstream_script(work: Path) -> Path:
+    """Write the upstream's own load (a Chat Completions POST) into ``work``; return it."""
+    body = json.dumps({"model": "bench-gpt", "messages": []})
+    return wrk_scripts.write(work / UPSTREAM_SCRIPT, wrk_scripts.chat_completions(body))
 
 
 @contextlib.contextmanager
