@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import types
@@ -35,6 +34,7 @@ from gateway.store.rows import (
     encode_cursor,
     hash_key,
     job_record,
+    job_with,
 )
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -358,16 +358,23 @@ def _job_values(
     }
 
 
+#: The columns a creation leaves NULL (its values dicts do not name them).
+_JOB_NULLS = dict.fromkeys(sq.JOB_COLUMNS)
+_ATTEMPT_NULLS = dict.fromkeys(sq.ATTEMPT_COLUMNS)
+
+
 def _created(job: dict[str, Any], attempt: dict[str, Any], claim: ClaimSpec | None) -> CreateResult:
     """A job just created, from the values it and its first attempt were inserted with
-    (the database adds none: nothing to read back)."""
-    row = types.SimpleNamespace(**{c: attempt.get(c) for c in sq.ATTEMPT_COLUMNS})
-    created = job_record(types.SimpleNamespace(**{c: job.get(c) for c in sq.JOB_COLUMNS}), [row])
-    claimed = None
-    if claim is not None:  # a claimed attempt's job comes without attempts, as from a claim
-        first = created.attempts[0]
-        claimed = ClaimedAttempt(first, dataclasses.replace(created, attempts=()))
-    return CreateResult(CreateOutcome.CREATED, created, claimed)
+    (the database adds none: nothing to read back).
+
+    A claimed attempt's job comes without attempts, as from a claim: built from the row
+    rather than by ``dataclasses.replace`` of the other, which cost twice as much (a
+    creation's records took 45 us here, 7 % of its CPU; docs/benchmarks.md).
+    """
+    row = types.SimpleNamespace(**{**_JOB_NULLS, **job})
+    first = attempt_record(types.SimpleNamespace(**{**_ATTEMPT_NULLS, **attempt}))
+    claimed = ClaimedAttempt(first, job_with(row, ())) if claim is not None else None
+    return CreateResult(CreateOutcome.CREATED, job_with(row, (first,)), claimed)
 
 
 def _existing(records: Sequence[Any], new: NewJob) -> CreateResult:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import enum
 import hashlib
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from gateway.domain.records import (
     AttemptRecord,
@@ -18,16 +19,52 @@ from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 log = logging.getLogger("onejob.store")
 
 A = AttemptState
+E = TypeVar("E", bound=enum.Enum)
 DECIDED = (JobStatus.SUCCEEDED.value, JobStatus.CANCELLED.value)
 MAX_LIST_LIMIT = 100
 
 
+#: The epoch, aware and naive. A stored time is naive UTC; moving one between the two
+#: forms by its distance from the epoch is exact to the microsecond, and on this
+#: project's hosts ~8x faster than ``replace(tzinfo=...)`` or ``astimezone`` (0.23 against
+#: 1.8-2.2 us, CPython 3.11): a creation converts six times, a sync job ~20
+#: (docs/benchmarks.md, seventeenth session).
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_NAIVE_EPOCH = dt.datetime(1970, 1, 1)
+
+
 def naive_utc(value: dt.datetime) -> dt.datetime:
-    return value.astimezone(dt.UTC).replace(tzinfo=None)
+    """Return ``value`` as naive UTC (a naive ``value`` is local time, as ``astimezone``
+    reads it)."""
+    if value.utcoffset() is None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return _NAIVE_EPOCH + (value - _EPOCH)
 
 
 def aware_utc(value: dt.datetime | None) -> dt.datetime | None:
-    return None if value is None else value.replace(tzinfo=dt.UTC)
+    """Return a stored (naive UTC) time as aware UTC; an aware one gets UTC as its zone."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return _EPOCH + (value - _NAIVE_EPOCH)
+    return value.replace(tzinfo=dt.UTC)
+
+
+def _members(kind: type[E]) -> Callable[[Any], E]:
+    """Return ``kind``'s lookup by value: a dict's, ~20x faster than calling the enum; a
+    value that is not a member's still raises the enum's ``ValueError``."""
+    members = {m.value: m for m in kind}
+
+    def member(value: Any) -> E:
+        found = members.get(value)
+        return found if found is not None else kind(value)
+
+    return member
+
+
+attempt_reason = _members(AttemptReason)
+attempt_state = _members(AttemptState)
+job_status = _members(JobStatus)
 
 
 def attempt_record(row: Any) -> AttemptRecord:
@@ -36,8 +73,8 @@ def attempt_record(row: Any) -> AttemptRecord:
         job_id=row.job_id,
         number=row.number,
         provider=row.provider,
-        reason=AttemptReason(row.reason),
-        state=AttemptState(row.state),
+        reason=attempt_reason(row.reason),
+        state=attempt_state(row.state),
         read_version=row.read_version,
         lease_owner=row.lease_owner,
         lease_expires_at=aware_utc(row.lease_expires_at),
@@ -54,6 +91,11 @@ def attempt_record(row: Any) -> AttemptRecord:
 
 
 def job_record(row: Any, attempt_rows: Sequence[Any] = ()) -> JobRecord:
+    return job_with(row, tuple(attempt_record(a) for a in attempt_rows))
+
+
+def job_with(row: Any, attempts: tuple[AttemptRecord, ...]) -> JobRecord:
+    """The job of ``row`` with ``attempts``, records already."""
     return JobRecord(
         id=row.id,
         owner_id=row.owner_id,
@@ -63,14 +105,14 @@ def job_record(row: Any, attempt_rows: Sequence[Any] = ()) -> JobRecord:
         provider=row.provider,
         requested_provider=row.requested_provider,
         input=row.input,
-        status=JobStatus(row.status),
+        status=job_status(row.status),
         version=row.version,
         completed_by=row.completed_by,
         result=row.result,
         error=row.error,
         created_at=aware_utc(row.created_at),  # type: ignore[arg-type]
         updated_at=aware_utc(row.updated_at),  # type: ignore[arg-type]
-        attempts=tuple(attempt_record(a) for a in attempt_rows),
+        attempts=attempts,
     )
 
 
