@@ -269,9 +269,16 @@ FROM cas LEFT JOIN (
 ORDER BY x.number"""
 
 
-def as_row(record: Any, prefix: str, columns: Sequence[str]) -> types.SimpleNamespace | None:
-    """Read the ``prefix``ed columns of an asyncpg record as a row (None when all NULL)."""
-    values = {c: record[f"{prefix}{c}"] for c in columns}
+#: Each column's name, and its name in a record with its table's prefix (``_select``):
+#: spelled once, not per column of every row read.
+_JOB_NAMES = tuple((c, f"j_{c}") for c in JOB_COLUMNS)
+_ATTEMPT_NAMES = tuple((c, f"a_{c}") for c in ATTEMPT_COLUMNS)
+
+
+def as_row(record: Any, names: Sequence[tuple[str, str]]) -> types.SimpleNamespace | None:
+    """Read the prefixed columns ``names`` (column, name in ``record``) of an asyncpg
+    record as a row (None when its ``id`` is NULL: a job without that attempt)."""
+    values = {column: record[name] for column, name in names}
     if values["id"] is None:
         return None
     return types.SimpleNamespace(**values)
@@ -279,8 +286,8 @@ def as_row(record: Any, prefix: str, columns: Sequence[str]) -> types.SimpleName
 
 def job_of(records: Sequence[Any]) -> JobRecord:
     """Read a job from a row per attempt, its columns repeated (``j_``, ``a_`` prefixes)."""
-    job_row = as_row(records[0], "j_", JOB_COLUMNS)
-    rows = [as_row(r, "a_", ATTEMPT_COLUMNS) for r in records]
+    job_row = as_row(records[0], _JOB_NAMES)
+    rows = [as_row(r, _ATTEMPT_NAMES) for r in records]
     return job_record(job_row, [r for r in rows if r is not None])
 
 
