@@ -367,9 +367,10 @@ def _created(job: dict[str, Any], attempt: dict[str, Any], claim: ClaimSpec | No
     """A job just created, from the values it and its first attempt were inserted with
     (the database adds none: nothing to read back).
 
-    A claimed attempt's job comes without attempts, as from a claim: built from the row
-    rather than by ``dataclasses.replace`` of the other, which cost twice as much (a
-    creation's records took 45 us here, 7 % of its CPU; docs/benchmarks.md).
+    A claimed attempt's job comes without attempts, as from a claim: built from the row,
+    not by ``dataclasses.replace`` of the other (10-12 us alone). A creation's records
+    took 45 us, 7 % of its CPU, before this and the faster ``rows`` conversions; 26 us
+    after (docs/benchmarks.md, seventeenth session).
     """
     row = types.SimpleNamespace(**{**_JOB_NULLS, **job})
     first = attempt_record(types.SimpleNamespace(**{**_ATTEMPT_NULLS, **attempt}))

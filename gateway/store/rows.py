@@ -25,10 +25,10 @@ MAX_LIST_LIMIT = 100
 
 
 #: The epoch, aware and naive. A stored time is naive UTC; moving one between the two
-#: forms by its distance from the epoch is exact to the microsecond, and on this
-#: project's hosts ~8x faster than ``replace(tzinfo=...)`` or ``astimezone`` (0.23 against
-#: 1.8-2.2 us, CPython 3.11): a creation converts six times, a sync job ~20
-#: (docs/benchmarks.md, seventeenth session).
+#: forms by its distance from the epoch is exact to the microsecond, and faster than
+#: ``replace(tzinfo=...)`` or ``astimezone`` on CPython 3.11 (to aware 0.23 against 2.2 us,
+#: to naive 0.73 against 2.1, on the benchmark host): a claimed creation's records alone
+#: convert six times (docs/benchmarks.md, seventeenth session).
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NAIVE_EPOCH = dt.datetime(1970, 1, 1)
 
