@@ -569,13 +569,12 @@ def p3_rounds(
             bare_base, bare_script, connections=1, duration=seconds, prefix=f"b1-{n}"
         )
     rounds = alternated_rounds(kind, runs, args.rounds, connections=1)
-    for n, (figures, above) in enumerate(zip(rounds, p3_above(rounds), strict=True), start=1):
+    floors = p3_above(rounds, "bare") if bare is not None else [None] * len(rounds)
+    for n, (figures, above, bare_above) in enumerate(
+        zip(rounds, p3_above(rounds), floors, strict=True), start=1
+    ):
         up, sync = figures["upstream"], figures["sync"]
-        floor = (
-            f"; the bare floor {figures['bare']['p50_ms'] - up['p50_ms']:.3f} ms"
-            if "bare" in figures
-            else ""
-        )
+        floor = "" if bare_above is None else f"; the bare floor {bare_above:.3f} ms"
         say(
             f"[{kind}] P3 round {n}: sync p50 {sync['p50_ms']} ms (p99 {sync['p99_ms']}),"
             f" upstream alone {up['p50_ms']} ms: {above:.3f} ms above{floor}"
@@ -583,9 +582,10 @@ def p3_rounds(
     return rounds
 
 
-def p3_above(rounds: list[dict[str, Any]]) -> list[float]:
-    """Each P3 round's sync p50 less its upstream's (ms)."""
-    return [r["sync"]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
+def p3_above(rounds: list[dict[str, Any]], side: str = "sync") -> list[float]:
+    """Each P3 round's p50 of ``side`` (the gateway's sync jobs, or ``bare``) less its
+    upstream's (ms)."""
+    return [r[side]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds]
 
 
 def p3_floor(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -600,10 +600,7 @@ def p3_floor(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         for side in ("bare", "sync"):
             if r[side].get("bad") or not r[side].get("ok"):
                 raise SystemExit(f"round {n}: {side} answered {r[side]}: not every job succeeded")
-    above = {
-        "bare": [r["bare"]["p50_ms"] - r["upstream"]["p50_ms"] for r in rounds],
-        "sync": p3_above(rounds),
-    }
+    above = {side: p3_above(rounds, side) for side in ("bare", "sync")}
     pairs = zip(above["sync"], above["bare"], strict=True)
     ratios = [s / b if b > 0 else float("nan") for s, b in pairs]
     return {
