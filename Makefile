@@ -1,6 +1,7 @@
 # The two commands of the README: `make serve` and `make test`. Both set up .venv first.
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The interpreter .venv is built with: .ci/python picks one (PYTHON=... overrides).
+PYTHON ?= $(shell bash .ci/python)
 VENV := .venv
 STAMP := $(VENV)/.installed
 

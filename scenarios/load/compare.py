@@ -33,7 +33,6 @@ import contextlib
 import functools
 import json
 import os
-import platform
 import re
 import resource
 import secrets
@@ -52,7 +51,7 @@ import httpx
 
 from gateway.settings import Settings
 from scenarios.load import peers, wrk_scripts
-from scenarios.load.bench import child, free_port, ready, say, tail, write_report
+from scenarios.load.bench import child, free_port, interpreter, ready, say, tail, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = os.environ.get("ONEJOB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -807,9 +806,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "workers_requested": args.workers,
         "runners": args.runners,
         "loadavg_at_start": os.getloadavg(),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "machine": {**interpreter(), "cpus": os.cpu_count()},
         "databases": [],
     }
+    machine = report["machine"]
+    say(f"python {machine['python']} from {machine['python_home']}, {machine['cpus']} CPUs")
     with tempfile.TemporaryDirectory(prefix="onejob-compare-") as tmp:
         work = Path(tmp)
         port = free_port()
