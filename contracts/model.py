@@ -193,9 +193,12 @@ class Contract:
         timeout: float,
         idempotency_key: str | None,
         max_output_tokens: int | None = None,
+        prompt: RenderedPrompt | None = None,
     ) -> ProviderRequest:
-        """Build the protocol-neutral request for one call of this contract."""
-        prompt = self.render(input)
+        """Build the protocol-neutral request for one call of this contract; ``prompt``:
+        what ``render(input)`` returned for this ``input``, when it was rendered before."""
+        if prompt is None:
+            prompt = self.render(input)
         return ProviderRequest(
             system=prompt.system,
             user=prompt.user,

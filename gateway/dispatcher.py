@@ -33,6 +33,7 @@ from gateway.domain.records import (
     ClaimSpec,
     FinalizeOutcome,
     JobRecord,
+    NewJob,
 )
 from gateway.domain.states import AttemptReason, AttemptState
 from gateway.metrics import AttemptOutcome, Metrics
@@ -206,9 +207,13 @@ class Dispatcher:
 
     # -- in-process first attempts ---------------------------------------------------------
 
-    async def reserve(self, provider: str) -> ClaimSpec | None:
+    async def reserve(self, provider: str, job: NewJob | None = None) -> ClaimSpec | None:
         """Take a runner slot for a job about to be created; None when none is free
         within ``RESERVE_WAIT`` (the job is queued for any runner).
+
+        With ``job``, the spec's ``meanwhile`` renders its contract's prompt (``_Prompt``),
+        which the store runs while the creating statement is on the wire, if the loop has
+        nothing else to do then; the attempt, once claimed, uses what it rendered.
 
         The caller passes the returned spec to ``create_or_get`` and then hands the claimed
         attempt to ``run_claimed``, or gives the slot back with ``release`` when nothing
@@ -231,26 +236,36 @@ class Dispatcher:
         else:
             await self._slots.acquire()  # a free slot: this does not wait
         cfg = self.provider_configs.get(provider)
+        contract = self.catalog.get(job.contract) if job is not None else None
         return ClaimSpec(
             worker_id=self.worker_id,
             lease_ttl=self.config.lease_ttl,
             deadline_s=cfg.timeout if cfg is not None else DEFAULT_DEADLINE,
+            meanwhile=_Prompt(contract, job.input) if job is not None and contract else None,
         )
 
     def release(self) -> None:
         """Give back a slot ``reserve`` took when no attempt was claimed with it."""
         self._slots.release()
 
-    def run_claimed(self, claimed: ClaimedAttempt) -> asyncio.Task[JobRecord | None]:
-        """Run an attempt claimed at creation in this process, in the slot ``reserve`` took.
+    def run_claimed(
+        self, claimed: ClaimedAttempt, spec: ClaimSpec | None = None
+    ) -> asyncio.Task[JobRecord | None]:
+        """Run an attempt claimed at creation in this process, in the slot ``reserve`` took
+        (``spec``, what it returned: its prompt, if it was rendered meanwhile).
 
         Return the task; its result is the job as the deciding transaction left it (None
         when the attempt ended without a decision this process saw, e.g. reaped).
         """
+        prompt = spec.meanwhile if spec is not None else None
 
         async def run() -> JobRecord | None:
             try:
-                return await self._execute(claimed, time.perf_counter())
+                return await self._execute(
+                    claimed,
+                    time.perf_counter(),
+                    prompt if isinstance(prompt, _Prompt) else None,
+                )
             except Exception:
                 # As in a runner: the lease expires and the reaper makes it `unknown`.
                 log.exception("in-process attempt failed", extra={"worker_id": self.worker_id})
@@ -287,16 +302,20 @@ class Dispatcher:
         )
         return claimed, began
 
-    async def _execute(self, claimed: ClaimedAttempt, began: float) -> JobRecord | None:
+    async def _execute(
+        self, claimed: ClaimedAttempt, began: float, prompt: _Prompt | None = None
+    ) -> JobRecord | None:
         self._in_flight += 1
         self.metrics.attempts_in_flight.inc()
         try:
-            return await self._run(claimed, began)
+            return await self._run(claimed, began, prompt)
         finally:
             self._in_flight -= 1
             self.metrics.attempts_in_flight.dec()
 
-    async def _run(self, claimed: ClaimedAttempt, started: float) -> JobRecord | None:
+    async def _run(
+        self, claimed: ClaimedAttempt, started: float, prompt: _Prompt | None = None
+    ) -> JobRecord | None:
         attempt, job = claimed.attempt, claimed.job
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         if attempt.started_at is not None:
@@ -345,6 +364,7 @@ class Dispatcher:
                 model=cfg.model,
                 timeout=remaining,
                 idempotency_key=attempt.downstream_key,
+                prompt=prompt.of(contract, job.input) if prompt is not None else None,
             )
         except Exception as exc:  # nothing was sent: a definite failure
             return await self._fail(
@@ -597,6 +617,34 @@ class Dispatcher:
                 },
             )
         return reaped
+
+
+class _Prompt:
+    """A contract's prompt for a job about to be created, rendered when called
+    (``ClaimSpec.meanwhile``: while the creating statement is on the wire).
+
+    Rendering is pure CPU and has no effect outside this object, so rendering a job's
+    prompt that turns out a replay or a conflict costs time, nothing else. A render that
+    fails is left to the attempt, which renders again and fails with the error.
+    """
+
+    __slots__ = ("contract", "input", "rendered")
+
+    def __init__(self, contract: ContractSpec, input: Any) -> None:
+        self.contract, self.input = contract, input
+        self.rendered: Any = None
+
+    def __call__(self) -> None:
+        try:
+            self.rendered = self.contract.render(self.input)
+        except Exception:  # the attempt renders again, and fails with the error
+            self.rendered = None
+
+    def of(self, contract: ContractSpec, input: Any) -> Any:
+        """What was rendered for this very contract and input; None otherwise."""
+        if contract is self.contract and input is self.input:
+            return self.rendered
+        return None
 
 
 class _LeaseRenewal:

@@ -195,7 +195,7 @@ class JobService:
         claim transaction; the claim is a lease like any other (R7).
         """
         runner = self._runner
-        claim = await runner.reserve(new.provider) if runner is not None else None
+        claim = await runner.reserve(new.provider, new) if runner is not None else None
         slot = runner if claim is not None else None  # the runner whose slot is reserved
         try:
             if self._keyed is not None:
@@ -217,7 +217,7 @@ class JobService:
             if result.claimed is None:
                 slot.release()
             else:
-                slot.run_claimed(result.claimed)
+                slot.run_claimed(result.claimed, claim)
                 # One loop turn for the attempt: its provider call goes out now, and this
                 # request sets up its wait (if any) while the provider works.
                 await asyncio.sleep(0)

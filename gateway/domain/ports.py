@@ -53,6 +53,10 @@ class ContractSpec(Protocol):
 
     def validate_output(self, value: Any) -> list[str]: ...
 
+    def render(self, input: Any) -> Any:
+        """The call's messages for ``input`` (what ``provider_request`` takes as ``prompt``)."""
+        ...
+
     def provider_request(
         self,
         input: Any,
@@ -61,6 +65,7 @@ class ContractSpec(Protocol):
         timeout: float,
         idempotency_key: str | None,
         max_output_tokens: int | None = None,
+        prompt: Any = None,
     ) -> ProviderRequest: ...
 
 
@@ -271,16 +276,23 @@ class KeyedCreation(Protocol):
 class LocalRunner(Protocol):
     """Run a new job's first attempt in the process that created it (the dispatcher fits)."""
 
-    async def reserve(self, provider: str) -> ClaimSpec | None:
-        """Take a free runner slot; None when every runner is busy (the job queues)."""
+    async def reserve(self, provider: str, job: NewJob | None = None) -> ClaimSpec | None:
+        """Take a free runner slot; None when every runner is busy (the job queues).
+
+        With ``job``, the spec may carry work to do while the job's creation is on the
+        wire (``ClaimSpec.meanwhile``)."""
         ...
 
     def release(self) -> None:
         """Give back a reserved slot that claimed nothing."""
         ...
 
-    def run_claimed(self, claimed: ClaimedAttempt) -> asyncio.Task[JobRecord | None]:
-        """Run the claimed attempt in the reserved slot; the task returns the decided job."""
+    def run_claimed(
+        self, claimed: ClaimedAttempt, spec: ClaimSpec | None = None
+    ) -> asyncio.Task[JobRecord | None]:
+        """Run the claimed attempt in the reserved slot; the task returns the decided job.
+
+        ``spec`` is the one ``reserve`` returned for it (what its ``meanwhile`` did)."""
         ...
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+from collections.abc import Callable
 from typing import Any
 
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
@@ -116,6 +117,12 @@ class ClaimSpec:
     worker_id: str
     lease_ttl: float  #: seconds
     deadline_s: float  #: seconds the provider call may take
+    #: Work the store may run while the creating statement is on the wire and the
+    #: process has nothing else to do (the runner renders the call's prompt): CPU only,
+    #: no I/O, never raises. Run or not, the attempt is the same; it only saves time.
+    meanwhile: Callable[[], None] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

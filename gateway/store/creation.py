@@ -210,11 +210,12 @@ class CreationAndReads(StoreBase):
             [kind for _, kind, _, _ in events],
             [pg.as_checked_json(scrub(detail)) for _, _, detail, _ in events],
         )
+        meanwhile = claim.meanwhile if claim is not None else None
         if key_hash is not None and self._creations is not None:
-            records = await self._creations.create(params)  # with those queued meanwhile
+            records = await self._creations.create(params, meanwhile)  # or with others
         else:
             async with pg.checkout(self.engine, sql, self._kept) as driver:
-                records = await driver.fetch(sql, *params)
+                records = await pg.fetch(driver, sql, params, meanwhile)
         if not records:
             return None
         record = records[0]

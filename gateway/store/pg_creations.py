@@ -24,6 +24,11 @@ long) is sent again one job at a time, so one bad job fails alone, with its own 
 a lost connection fails the jobs of that batch with the error each would have met (503:
 the batch rolled back, or committed and a retry replays it).
 
+A creation sent alone runs its ``meanwhile`` (``ClaimSpec.meanwhile``: the runner rendering
+the prompt of the attempt it is about to claim) while the statement is on the wire, the
+loop otherwise idle: at one connection that work leaves the serial path. One in a batch
+does not (under load the loop has other work, and the runner renders it as before).
+
 A caller cancelled while its batch is on the wire does not stop the batch: the others in
 it still get their answers, and its job, if created, is there for its retry to replay.
 """
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -50,6 +55,9 @@ IN_FLIGHT = 1
 #: ``CREATE_BY_KEY``'s parameters that are one value per job; the rest are its events.
 _PER_JOB = 17
 
+#: One queued creation: its parameters, its answer, its ``meanwhile``.
+_Queued = tuple[tuple[Any, ...], asyncio.Future[list[Any]], Callable[[], None] | None]
+
 
 class CreationBatcher:
     """Send the creations that queue while one is on the wire together (module docstring)."""
@@ -57,18 +65,21 @@ class CreationBatcher:
     def __init__(self, engine: AsyncEngine, kept: pg.KeptConnections | None = None) -> None:
         self.engine = engine
         self.kept = kept
-        self._queued: list[tuple[tuple[Any, ...], asyncio.Future[list[Any]]]] = []
+        self._queued: list[_Queued] = []
         self._sending: set[asyncio.Task[None]] = set()
         self._flush_due = False
         #: Statements sent, by how many jobs each carried (for tests and measurements).
         self.sent: dict[int, int] = {}
 
-    async def create(self, params: tuple[Any, ...]) -> list[Any]:
+    async def create(
+        self, params: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+    ) -> list[Any]:
         """Create one job (``CREATE_BY_KEY``'s parameters); return its rows, as that
-        statement would (none: the statement could not tell)."""
+        statement would (none: the statement could not tell). ``meanwhile`` runs while
+        the statement is on the wire if it goes alone (module docstring)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[list[Any]] = loop.create_future()
-        self._queued.append((params, answer))
+        self._queued.append((params, answer, meanwhile))
         self._flush_soon()
         return await answer
 
@@ -89,15 +100,15 @@ class CreationBatcher:
         self._sending.discard(task)
         self._flush_soon()
 
-    async def _send(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[list[Any]]]]) -> None:
+    async def _send(self, batch: list[_Queued]) -> None:
         try:
             if len(batch) == 1:
-                params, answer = batch[0]
-                _answer(answer, await self._alone(params))
+                params, answer, meanwhile = batch[0]
+                _answer(answer, await self._alone(params, meanwhile))
                 return
             self.sent[len(batch)] = self.sent.get(len(batch), 0) + 1
             try:
-                rows = await self._together([params for params, _ in batch])
+                rows = await self._together([params for params, _, _ in batch])
             except sa.exc.DBAPIError as exc:
                 if exc.connection_invalidated:
                     raise
@@ -106,15 +117,15 @@ class CreationBatcher:
                     len(batch),
                     type(exc.orig).__name__,
                 )
-                await asyncio.gather(*(self._one_by_one(p, a) for p, a in batch))
+                await asyncio.gather(*(self._one_by_one(p, a) for p, a, _ in batch))
                 return
             by_position: list[list[Any]] = [[] for _ in batch]
             for row in rows:
                 by_position[row["n"] - 1].append(row)
-            for (_, answer), own in zip(batch, by_position, strict=True):
+            for (_, answer, _), own in zip(batch, by_position, strict=True):
                 _answer(answer, own)
         except BaseException as exc:
-            for _, answer in batch:
+            for _, answer, _ in batch:
                 if not answer.done():
                     answer.set_exception(exc)
             if not isinstance(exc, Exception):
@@ -127,10 +138,12 @@ class CreationBatcher:
             if not answer.done():
                 answer.set_exception(exc)
 
-    async def _alone(self, params: tuple[Any, ...]) -> list[Any]:
+    async def _alone(
+        self, params: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+    ) -> list[Any]:
         self.sent[1] = self.sent.get(1, 0) + 1
         async with pg.checkout(self.engine, pg.CREATE_BY_KEY, self.kept) as driver:
-            return list(await driver.fetch(pg.CREATE_BY_KEY, *params))
+            return list(await pg.fetch(driver, pg.CREATE_BY_KEY, params, meanwhile))
 
     async def _together(self, jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
         sql = pg.CREATE_BY_KEY_BATCH

@@ -19,7 +19,7 @@ import contextlib
 import json
 import time
 import types
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -396,6 +396,20 @@ def _fresh(fairy: PoolProxiedConnection) -> bool:
         and driver is not None
         and not driver.is_closed()
     )
+
+
+async def fetch(
+    driver: Any, sql: str, params: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+) -> Any:
+    """Send ``sql`` and return its rows; run ``meanwhile`` while it is on the wire.
+
+    Scheduled before the statement is sent, ``meanwhile`` runs at the loop's next turn:
+    by then asyncpg has written the statement and waits for the answer (a statement not
+    yet prepared waits for its Parse first, and ``meanwhile`` runs during that wait).
+    """
+    if meanwhile is not None:
+        asyncio.get_running_loop().call_soon(meanwhile)
+    return await driver.fetch(sql, *params)
 
 
 @contextlib.asynccontextmanager

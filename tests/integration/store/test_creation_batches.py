@@ -52,10 +52,10 @@ def hold(
     on_the_wire, go_on = asyncio.Event(), asyncio.Event()
     original = getattr(batcher, method)
 
-    async def held(arg: Any) -> list[Any]:
+    async def held(*args: Any) -> list[Any]:
         on_the_wire.set()
         await go_on.wait()
-        return list(await original(arg))
+        return list(await original(*args))
 
     monkeypatch.setattr(batcher, method, held)
     return on_the_wire, go_on
@@ -218,6 +218,51 @@ async def test_a_caller_cancelled_mid_batch_leaves_the_others_their_answers(
     # The cancelled caller's job was created with the others; its retry replays it.
     retry = await store.create_or_get_for_key(secret, job(make_job, "b"))
     assert retry is not None and retry.outcome is CreateOutcome.REPLAYED
+
+
+def spy_on_the_wire(monkeypatch: pytest.MonkeyPatch, order: list[str]) -> None:
+    """Note in ``order`` when asyncpg is asked for each statement's rows."""
+    import asyncpg
+
+    original = asyncpg.Connection.fetch
+
+    async def fetch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        order.append("sent")
+        rows = await original(self, *args, **kwargs)
+        order.append("answered")
+        return rows
+
+    monkeypatch.setattr(asyncpg.Connection, "fetch", fetch)
+
+
+async def test_a_creation_sent_alone_runs_its_meanwhile_while_on_the_wire(
+    pg_only: None, store: SqlJobStore, make_job: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's prompt is rendered between the statement's send and its answer."""
+    _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
+    order: list[str] = []
+    spy_on_the_wire(monkeypatch, order)
+    claim = dataclasses.replace(CLAIM, meanwhile=lambda: order.append("meanwhile"))
+    result = await store.create_or_get_for_key(secret, job(make_job, "alone"), claim)
+    assert result is not None and result.outcome is CreateOutcome.CREATED
+    assert result.claimed is not None and store._creations is not None
+    assert store._creations.sent == {1: 1}
+    assert order == ["sent", "meanwhile", "answered"]
+
+
+async def test_creations_sent_together_leave_their_meanwhile_to_the_runner(
+    pg_only: None, store: SqlJobStore, make_job: Any
+) -> None:
+    """Under load the loop has other work: a batch runs none of its jobs' ``meanwhile``."""
+    _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
+    ran: list[str] = []
+    claim = dataclasses.replace(CLAIM, meanwhile=lambda: ran.append("meanwhile"))
+    results = await together(
+        store, secret, *(job(make_job, f"k{n}") for n in range(3)), claim=claim
+    )
+    assert all(r.outcome is CreateOutcome.CREATED and r.claimed for r in results)
+    assert store._creations is not None and store._creations.sent == {3: 1}
+    assert ran == []
 
 
 async def test_a_burst_larger_than_a_batch_goes_as_several(

@@ -191,6 +191,13 @@ class ToyContract:
 
     name: str = "toy@1"
     hedgeable: bool = True
+    renders: int = 0  #: how many times ``render`` ran
+
+    def render(self, input: Any) -> str:
+        self.renders += 1
+        if input == {"text": "unrenderable"}:
+            raise ValueError("cannot render this input")
+        return str(input)
 
     def provider_request(
         self,
@@ -200,10 +207,11 @@ class ToyContract:
         timeout: float,
         idempotency_key: str | None,
         max_output_tokens: int | None = None,
+        prompt: Any = None,
     ) -> ProviderRequest:
         return ProviderRequest(
             system="sys",
-            user=str(input),
+            user=self.render(input) if prompt is None else prompt,
             output_schema={},
             schema_name="toy",
             model=model,
