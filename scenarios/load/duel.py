@@ -14,7 +14,9 @@ the median is one round's ratio), and writes them as JSON (``--out``).
 change. Run one after the other, two versions' figures on this host differed by more
 than most changes move them (docs/benchmarks.md); run at once, the rounds' ratios of one
 change agreed within a few percent. Both versions run in this checkout's virtualenv:
-a ``REV`` whose dependencies differ needs them installed first. It is a measurement,
+a ``REV`` whose dependencies differ needs them installed first. ``--base-python`` runs
+``REV``'s side on another interpreter (a virtualenv built on it, with the same packages):
+``--base HEAD --base-python X`` measures the interpreter alone. It is a measurement,
 not a test.
 """
 
@@ -128,7 +130,10 @@ async def start_side(
     )
     log = work / "gateway.log"
     cmd = ["-m", "scenarios.load.gateway_proc", "--settings", str(settings)]
-    proc = stack.enter_context(child(cmd, log, cwd=root))  # imports the version in ``root``
+    python = getattr(args, "base_python", None) if side == "base" else None
+    python = python or sys.executable
+    # It imports the version in ``root``: its working directory comes first on the path.
+    proc = stack.enter_context(child(cmd, log, cwd=root, executable=python))
     base = f"http://127.0.0.1:{port}"
     await ready(f"{base}/healthz", proc, log)
     return proc.pid, base, await load_script(args.mode, base, key, url, work), url
@@ -184,7 +189,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
     return {
         "base": args.base,
+        "base_python": args.base_python or sys.executable,
         "new": compare.commit(),
+        "new_python": sys.executable,
         "mode": args.mode,
         "database": args.database,
         "connections": args.connections,
@@ -221,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per round")
     parser.add_argument("--rounds", type=compare.odd_count, default=5)
+    parser.add_argument(
+        "--base-python",
+        help="run REV's gateway on this Python (a virtualenv's, with the same packages), "
+        "to measure an interpreter: --base HEAD --base-python /path/to/venv/bin/python",
+    )
     parser.add_argument("--out", default=str(ROOT / "reports/out/duel.json"))
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))

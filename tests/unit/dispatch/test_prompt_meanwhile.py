@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+import pytest
 from dispatch_fakes import MakeDispatcher, ScriptedProvider, SpyStore, make_attempt, make_job
 
 from gateway.domain.records import ClaimedAttempt, ClaimSpec, NewJob
@@ -67,23 +68,16 @@ async def run(
     return d.catalog["toy@1"], p1, spec
 
 
-async def test_the_prompt_rendered_meanwhile_is_the_one_sent_and_rendered_once(
-    store: SpyStore, make_dispatcher: MakeDispatcher
+@pytest.mark.parametrize("meanwhile_runs", [True, False], ids=["rendered-meanwhile", "not-run"])
+async def test_the_same_request_is_sent_and_the_prompt_rendered_once(
+    store: SpyStore, make_dispatcher: MakeDispatcher, meanwhile_runs: bool
 ) -> None:
+    """Run by the store or not (a batch, SQLite), the attempt sends the same request."""
     input = {"text": "hi"}
-    toy, p1, _ = await run(make_dispatcher, store, input, input, meanwhile_runs=True)
+    toy, p1, _ = await run(make_dispatcher, store, input, input, meanwhile_runs=meanwhile_runs)
     assert toy.renders == 1
     assert [r.user for r in p1.requests] == [str(input)]
     assert store.named("finalize")
-
-
-async def test_without_meanwhile_the_attempt_renders_the_same_request_itself(
-    store: SpyStore, make_dispatcher: MakeDispatcher
-) -> None:
-    input = {"text": "hi"}
-    toy, p1, _ = await run(make_dispatcher, store, input, input, meanwhile_runs=False)
-    assert toy.renders == 1
-    assert [r.user for r in p1.requests] == [str(input)]
 
 
 async def test_a_prompt_rendered_for_another_input_is_not_used(
