@@ -21,7 +21,9 @@ only a failure before the first byte of the request is written is "not sent":
 
 - a header h11 would refuse (a CR or LF in a value, a bad name, a ``Content-Length`` that
   is not a number): ``LocalProtocolError``, before a connection is even taken;
-- no connection free within the pool timeout: ``PoolTimeout``;
+- no connection free within the pool timeout: ``PoolTimeout``; when the caller's own
+  deadline fires in the same late turn of the loop and takes the cancellation, the
+  ``CancelledError`` under its ``TimeoutError`` is marked (``pool_wait_expired``);
 - refused, DNS, TLS handshake or certificate: ``ConnectError``; the connect timeout
   (TCP and TLS): ``ConnectTimeout``;
 - the request's body not taken by the socket within the write timeout: ``WriteTimeout``;
@@ -79,6 +81,9 @@ ONE_WRITE = 64 * 1024  # bytes
 #: httpcore reads, and may read one it refuses. An informational answer's bytes do not
 #: count against the final answer's head (h11 counts only what it has not parsed).
 MAX_HEAD = 100 * 1024  # bytes
+#: Set on a ``CancelledError`` that reached a caller waiting for room in the pool once
+#: the pool timeout had fired too: read by ``pool_wait_expired``.
+POOL_WAIT_EXPIRED = "onejob_pool_wait_expired"
 
 #: RFC 9110's token (a field name) and field value (no CR, LF, NUL or other control but
 #: HTAB), as h11 checks them before httpcore sends a byte.
@@ -88,6 +93,23 @@ _VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")
 _NO_BODY = frozenset({204, 304})
 
 Origin = tuple[str, str, int]
+
+
+def pool_wait_expired(exc: BaseException) -> bool:
+    """Say whether ``exc`` (a caller's ``TimeoutError`` or the cancellation under it)
+    ended a wait for room in the pool whose own timeout had fired: nothing was sent.
+
+    A caller's deadline longer than the pool timeout can still fire in the same turn of
+    a loop that ran late, after the pool's timer and before the waiting task resumed.
+    The task then sees one cancellation for two timers; ``asyncio.timeout`` gives it to
+    the outer one (the caller's), whose ``TimeoutError`` would read as "maybe sent".
+    """
+    cause: BaseException | None = exc
+    while cause is not None:
+        if getattr(cause, POOL_WAIT_EXPIRED, False):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def request_head(request: httpx.Request, body_length: int | None) -> bytes:
@@ -479,8 +501,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
     ) -> None:
         room: asyncio.Future[None] = loop.create_future()
         self._waiting.append(room)
+        bound = asyncio.timeout_at(deadline)
         try:
-            async with asyncio.timeout_at(deadline):
+            async with bound:
                 await room
         except BaseException as exc:
             if room.done() and not room.cancelled():
@@ -489,6 +512,11 @@ class Http1Transport(httpx.AsyncBaseTransport):
                 self._waiting.remove(room)
             if isinstance(exc, TimeoutError):
                 raise httpx.PoolTimeout("no connection free in time", request=request) from exc
+            if isinstance(exc, asyncio.CancelledError) and bound.expired():
+                # The pool's timer fired, and so did another cancellation (the caller's
+                # deadline, on a loop late enough to run both in one turn): the
+                # cancellation stays one, and says that nothing was sent.
+                setattr(exc, POOL_WAIT_EXPIRED, True)
             raise
 
     def _release(self, conn: _Connection) -> None:

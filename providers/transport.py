@@ -57,6 +57,7 @@ from providers.base import (
     Usage,
 )
 from providers.config import ProviderConfig
+from providers.http1_transport import pool_wait_expired
 from providers.network import ProviderClient
 from providers.plugin import RequestRefused, SchemaNotSupported
 
@@ -285,7 +286,9 @@ class JsonHttpAdapter:
         # that a failover may follow. Bounded by the deadline alone, a full pool would
         # meet the deadline around the call first and end ``unknown``; so would a connect
         # timeout as long as the deadline or longer, the deadline's timer (started first)
-        # firing first. Both bounds end within ``CONNECT_SHARE`` of the deadline.
+        # firing first. Both bounds end within ``CONNECT_SHARE`` of the deadline; a loop
+        # late enough to run the pool's timer and the deadline's in one turn still ends
+        # the pool's way (``pool_wait_expired``).
         bound = min(self.config.connect_timeout, deadline * CONNECT_SHARE)
         timeout = httpx.Timeout(deadline, connect=bound, pool=bound)
         where = f"{self.name} ({self.config.protocol})"
@@ -312,6 +315,10 @@ class JsonHttpAdapter:
         except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
             raise TimedOut(f"{where} sent no answer within {deadline:g}s") from exc
         except TimeoutError as exc:
+            if pool_wait_expired(exc):  # the pool's timer fired first, in the same turn
+                raise ConnectFailed(
+                    f"no connection to {where} became free in time", reason="pool_timeout"
+                ) from exc
             raise TimedOut(f"{where} did not finish within the {deadline:g}s deadline") from exc
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
             raise Rejected(

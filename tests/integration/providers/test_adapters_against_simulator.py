@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -336,3 +337,46 @@ async def test_a_full_pool_is_definite_not_unknown(
         assert loop.time() - started < min(connect_timeout, deadline) + 0.5
         assert (await first).output == FAITHFUL
     assert len(await sim.calls()) == 1  # the second never reached the provider
+
+
+async def test_a_full_pool_stays_definite_when_a_late_loop_runs_both_timers_at_once(
+    sim: Any, make_request: Callable[..., ProviderRequest]
+) -> None:
+    """The loop blocked past both the pool's timer (45 ms) and the call's deadline
+    (50 ms) runs them in one turn: the waiting call sees one cancellation for two
+    timers, which ``asyncio.timeout`` hands to the deadline. Nothing was sent, so the
+    call is still ``ConnectFailed``, not ``TimedOut``."""
+    await sim.script({"kind": "delay", "seconds": 1.0})
+    config = sim.config("sim-main", "openai")
+    async with provider_client(httpx.Limits(max_connections=1)) as client:
+        adapter = build_provider(config, client)
+        first = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
+        await asyncio.sleep(0.1)  # the first call holds the pool's one connection
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.01, time.sleep, 0.2)  # the loop runs late past both timers
+        with pytest.raises(ConnectFailed) as caught:
+            await adapter.call(make_request(timeout=0.05))
+        assert caught.value.reason == "pool_timeout"
+        assert (await first).output == FAITHFUL
+    assert len(await sim.calls()) == 1
+
+
+async def test_a_cancel_from_outside_in_the_pools_timeout_turn_stays_a_cancellation(
+    sim: Any, make_request: Callable[..., ProviderRequest]
+) -> None:
+    """A shutdown's cancel that lands in the turn the pool's timer fires in is not read
+    as the pool's timeout: the call ends cancelled, as its caller asked."""
+    await sim.script({"kind": "delay", "seconds": 1.0})
+    config = sim.config("sim-main", "openai").model_copy(update={"connect_timeout": 0.05})
+    async with provider_client(httpx.Limits(max_connections=1)) as client:
+        adapter = build_provider(config, client)
+        first = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
+        await asyncio.sleep(0.1)
+        loop = asyncio.get_running_loop()
+        second = asyncio.create_task(adapter.call(make_request(timeout=5.0)))
+        loop.call_later(0.01, time.sleep, 0.2)
+        loop.call_later(0.02, second.cancel)  # due in the same late turn as the pool's timer
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        assert (await first).output == FAITHFUL
+    assert len(await sim.calls()) == 1
