@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from gateway.dispatch.calling import call_provider, output_violations
 from gateway.dispatch.routing import Routes
@@ -32,8 +32,11 @@ from gateway.domain.records import (
     ClaimedAttempt,
     ClaimSpec,
     FinalizeOutcome,
+    FinalizeResult,
     JobRecord,
     NewJob,
+    TransitionOutcome,
+    TransitionResult,
 )
 from gateway.domain.states import AttemptReason, AttemptState
 from gateway.metrics import AttemptOutcome, Metrics
@@ -46,9 +49,17 @@ from providers.models import model_matches
 __all__ = ["Dispatcher"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
+#: Share of its provider's timeout an attempt must have left to be sent; with less it
+#: gets a fresh deadline first (``_call_budget``).
+MIN_BUDGET_SHARE = 0.5
+#: Seconds between tries of a decision the database could not take (a failover, a
+#: partition), doubling up to ``DECISION_RETRY_MAX``, for as long as the lease lasts.
+DECISION_RETRY_FIRST = 0.25
+DECISION_RETRY_MAX = 2.0
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
 #: How long a new job waits for a runner slot before it is queued instead (seconds). A
 #: queued job costs a claim transaction, and its runner takes the next freed slot ahead
@@ -201,8 +212,9 @@ class Dispatcher:
                     await self._execute(claimed, began)
                 finally:
                     self._slots.release()
-            except Exception:
-                log.exception("runner failed", extra={"worker_id": self.worker_id})
+            except Exception as exc:
+                if not self.store.unavailable(exc, "runner"):
+                    log.exception("runner failed", extra={"worker_id": self.worker_id})
                 await self._rest(ERROR_PAUSE)
 
     # -- in-process first attempts ---------------------------------------------------------
@@ -266,9 +278,10 @@ class Dispatcher:
                     time.perf_counter(),
                     prompt if isinstance(prompt, _Prompt) else None,
                 )
-            except Exception:
+            except Exception as exc:
                 # As in a runner: the lease expires and the reaper makes it `unknown`.
-                log.exception("in-process attempt failed", extra={"worker_id": self.worker_id})
+                if not self.store.unavailable(exc, "in-process attempt"):
+                    log.exception("in-process attempt failed", extra={"worker_id": self.worker_id})
                 return None
             finally:
                 self._slots.release()
@@ -354,10 +367,9 @@ class Dispatcher:
                 started,
                 None,
             )
-        remaining = MIN_CALL_TIMEOUT
-        if attempt.deadline_at is not None:
-            left = (aware(attempt.deadline_at) - self.clock.now()).total_seconds()
-            remaining = max(left, MIN_CALL_TIMEOUT)
+        remaining = await self._call_budget(attempt, cfg.timeout, ids)
+        if remaining is None:
+            return None  # not sent: back in the queue once the database answers
         try:
             request = contract.provider_request(
                 job.input,
@@ -380,6 +392,38 @@ class Dispatcher:
             )
         finally:
             await renewal.stop()
+
+    async def _call_budget(
+        self, attempt: AttemptRecord, timeout: float, ids: dict[str, str]
+    ) -> float | None:
+        """Return the seconds the call may take; None when it must not be sent now.
+
+        An attempt whose claim waited long for its call (a slow or vanishing database
+        held its creating statement or its claim) may have too little of its deadline
+        left: sent, it would time out at once and end ``unknown`` though the provider
+        never saw it. Below ``MIN_BUDGET_SHARE`` of its provider's timeout it gets a
+        fresh deadline first; if the database cannot record that, it is not sent, and
+        goes back in the queue once the database answers (``never_sent``).
+        """
+        left = timeout
+        if attempt.deadline_at is not None:
+            left = (aware(attempt.deadline_at) - self.clock.now()).total_seconds()
+        if left >= timeout * MIN_BUDGET_SHARE:
+            return max(left, MIN_CALL_TIMEOUT)
+        try:
+            renewed = await self.store.extend_deadline(
+                attempt.id, self.worker_id, deadline_s=timeout, lease_ttl=self.config.lease_ttl
+            )
+        except Exception as exc:
+            if not self.store.unavailable(exc, "deadline renewal"):
+                raise
+            self.store.never_sent(attempt.id, self.worker_id)
+            return None
+        if not renewed:  # the lease was lost meanwhile: no longer this worker's to send
+            log.warning("lease lost before the call; not sent", extra=ids)
+            return None
+        log.info("deadline renewed before the call", extra={**ids, "left_s": round(left, 3)})
+        return timeout
 
     async def _call_and_decide(
         self,
@@ -436,12 +480,21 @@ class Dispatcher:
         provider_s: float,
     ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
-        fin = await self.store.finalize(
-            attempt.id,
-            result.output,
-            provider_request_id=result.request_id,
-            reported_model=result.model,
-        )
+
+        def decide() -> Awaitable[FinalizeResult]:
+            return self.store.finalize(
+                attempt.id,
+                result.output,
+                provider_request_id=result.request_id,
+                reported_model=result.model,
+            )
+
+        try:
+            fin = await decide()
+        except Exception as exc:
+            fin = await self._persist("decision", decide, exc)
+        if fin.outcome is FinalizeOutcome.STALE:
+            fin = await self._late_answer(attempt, result, fin, ids)
         # Two loop turns for this process's waiters, woken by the decision, before the
         # bookkeeping below: one to answer, one for the edge to send what they wrote
         # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
@@ -469,6 +522,70 @@ class Dispatcher:
                 extra={**ids, "outcome": fin.outcome.value, "winner": fin.winner},
             )
         return fin.job
+
+    async def _persist(self, what: str, write: Callable[[], Awaitable[_T]], error: Exception) -> _T:
+        """Try ``write`` again while the database is unavailable, as long as the lease lasts.
+
+        The provider has answered (or definitely failed, or timed out): what it did is in
+        this process's memory only. A failover or a partition that fails the deciding
+        statement would otherwise leave the attempt to its lease, and then ``unknown``
+        for an operator. Each write is guarded by the attempt's state, so a try whose
+        commit was lost with its answer is found done by the next one. ``error`` is the
+        first try's; anything but an unavailable database is raised at once.
+        """
+        pause = DECISION_RETRY_FIRST
+        give_up = time.monotonic() + self.config.lease_ttl
+        while True:
+            if not self.store.unavailable(error, what) or time.monotonic() + pause > give_up:
+                raise error
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, DECISION_RETRY_MAX)
+            try:
+                return await write()
+            except Exception as exc:
+                error = exc
+
+    async def _late_answer(
+        self,
+        attempt: AttemptRecord,
+        result: ProviderResult,
+        fin: FinalizeResult,
+        ids: dict[str, str],
+    ) -> FinalizeResult:
+        """Decide with an answer that came back after the attempt's lease expired.
+
+        The reaper made the attempt ``unknown`` while its answer was on the way (the
+        database was away longer than the lease, say). This process holds the evidence
+        a reconciler would look for: the answer itself. So it resolves the attempt with
+        it, through the same compare-and-swap (another attempt that won meanwhile still
+        wins). An attempt moved any other way keeps its state, and the answer is dropped.
+        """
+        try:
+            res = await self.store.resolve(
+                attempt.id,
+                AttemptState.SUCCEEDED,
+                result=result.output,
+                note="the provider answered after the lease expired",
+                evidence={"source": "late_answer", "worker": self.worker_id},
+            )
+        except Exception as exc:
+            if not self.store.unavailable(exc, "late answer"):
+                raise
+            return fin
+        if res.outcome is not TransitionOutcome.DONE or res.job is None:
+            return fin
+        won = res.job.completed_by == attempt.id
+        log.warning(
+            "late answer resolved its unknown attempt",
+            extra={**ids, "won": won, "winner": res.job.completed_by},
+        )
+        return FinalizeResult(
+            FinalizeOutcome.WON if won else FinalizeOutcome.LOST,
+            attempt.id,
+            winner=res.job.completed_by,
+            job_status=res.job.status,
+            job=res.job,
+        )
 
     async def _check_model(
         self,
@@ -506,9 +623,16 @@ class Dispatcher:
         provider_s: float | None,
     ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
-        fresh = await self.store.get_job(job.id)
-        next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
-        res = await self.store.fail_attempt(attempt.id, error, next_provider=next_provider)
+
+        async def record() -> TransitionResult:
+            fresh = await self.store.get_job(job.id)
+            next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
+            return await self.store.fail_attempt(attempt.id, error, next_provider=next_provider)
+
+        try:
+            res = await record()
+        except Exception as exc:
+            res = await self._persist("failure", record, exc)
         self.metrics.attempt_finished(
             attempt.provider,
             AttemptOutcome.FAILED,
@@ -535,7 +659,14 @@ class Dispatcher:
         provider_s: float,
     ) -> JobRecord | None:
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
-        res = await self.store.mark_unknown(attempt.id, error)
+
+        def record() -> Awaitable[TransitionResult]:
+            return self.store.mark_unknown(attempt.id, error)
+
+        try:
+            res = await record()
+        except Exception as exc:
+            res = await self._persist("unknown outcome", record, exc)
         self.metrics.attempt_finished(
             attempt.provider,
             AttemptOutcome.UNKNOWN,
@@ -595,10 +726,12 @@ class Dispatcher:
     async def _reaper_loop(self) -> None:
         while not self._stopping.is_set():
             try:
+                await self.store.release_unsent()
                 await self.reap_once()
                 await self.metrics.refresh(self.store)
-            except Exception:
-                log.exception("reaper failed", extra={"worker_id": self.worker_id})
+            except Exception as exc:
+                if not self.store.unavailable(exc, "reaper"):
+                    log.exception("reaper failed", extra={"worker_id": self.worker_id})
             await self._rest(self.config.reap_interval)
 
     async def reap_once(self) -> list[AttemptRecord]:
@@ -676,8 +809,9 @@ class _LeaseRenewal:
             held = await dispatcher.store.renew_lease(
                 attempt.id, dispatcher.worker_id, lease_ttl=dispatcher.config.lease_ttl
             )
-        except Exception:
-            log.exception("lease renewal failed", extra=ids)
+        except Exception as exc:
+            if not dispatcher.store.unavailable(exc, "lease renewal"):
+                log.exception("lease renewal failed", extra=ids)
             held = True  # try again at the next turn
         if not held:
             log.warning("lease lost while the call is in flight", extra=ids)

@@ -32,6 +32,7 @@ from prometheus_client.metrics_core import Metric
 
 from gateway.domain.ports import JobStore
 from gateway.domain.states import AttemptState
+from gateway.notify import RelayState
 
 #: Histogram buckets for attempt wall time (seconds): LLM calls take 0.1 s to a minute.
 ATTEMPT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -145,6 +146,19 @@ class Metrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.listen_connected = Gauge(
+            "onejob_listen_connected",
+            "Server processes whose LISTEN relay is connected (cross-process wake-ups).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.listen_reconnects = Counter(
+            "onejob_listen_reconnects",
+            "Times a LISTEN relay connected again after losing its connection.",
+            registry=r,
+        )
+        self._relay: RelayState | None = None
+        self._reconnects_shown = 0
         self.attempt_seconds = Histogram(
             "onejob_attempt_seconds",
             "Wall time of an attempt: claim transaction to decision committed.",
@@ -171,6 +185,19 @@ class Metrics:
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
+
+    def watch_relay(self, state: RelayState) -> None:
+        """Show the LISTEN relay's state (``onejob_listen_connected``, ``..._reconnects``)."""
+        self._relay = state
+        self._sync_relay()
+
+    def _sync_relay(self) -> None:
+        state = self._relay
+        if state is None:
+            return
+        self.listen_connected.set(1 if state.connected else 0)
+        self.listen_reconnects.inc(state.reconnects - self._reconnects_shown)
+        self._reconnects_shown = state.reconnects
 
     def job_created(self) -> None:
         """Count a new job."""
@@ -209,6 +236,7 @@ class Metrics:
 
     async def refresh(self, store: JobStore) -> None:
         """Set the unknown-attempts gauges from the database (all processes' attempts)."""
+        self._sync_relay()
         by_age = getattr(store, "unknown_by_provider_and_age", None)
         if by_age is not None:
             counts = await by_age(UNKNOWN_AGE_BOUNDS, UNKNOWN_AGE_OLDER)
@@ -227,6 +255,7 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """Return the exposition body and its content type (all processes' in multiprocess)."""
+        self._sync_relay()
         return generate_latest(self._exposed()), CONTENT_TYPE_LATEST
 
     def process_ended(self) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class ChangeHub:
         #: notification one of them sent is this process's own echo: the store already
         #: published that change here after its commit, with the record.
         self.own_backends: set[int] = set()
+        #: The LISTEN relay's state, when one runs (PostgreSQL): ``/readyz`` shows it.
+        self.relay: RelayState | None = None
 
     def publish_job(self, job_id: str, record: Any = None) -> None:
         """Wake everyone waiting on ``job_id``; hand them ``record`` if the publisher has it.
@@ -102,15 +105,67 @@ class ChangeHub:
                 if not waiters:
                     del self._job_waiters[job_id]
 
+    def publish_all(self) -> None:
+        """Wake every waiter to re-read its job (changes may have gone unannounced)."""
+        for job_id in list(self._job_waiters):
+            self.publish_job(job_id)
+
     @property
     def watched_jobs(self) -> int:
         """Count the jobs somebody is waiting on."""
         return len(self._job_waiters)
 
 
-async def listen_postgres(dsn: str, hub: ChangeHub, stop: asyncio.Event) -> None:
-    """Relay ``pg_notify`` from other processes into ``hub`` until ``stop`` is set."""
-    import asyncpg  # local: only PostgreSQL deployments need it
+#: Seconds between the relay's checks that its connection still answers: LISTEN sits
+#: idle, and a peer gone silent (a partition, a failover) would otherwise never be noticed.
+RELAY_CHECK_INTERVAL = 2.0
+RELAY_CHECK_TIMEOUT = 2.0  # seconds one check may take before the connection is dropped
+RELAY_RETRY = 1.0  # seconds between attempts to connect again
+
+
+class RelayState:
+    """Whether the LISTEN relay is connected now, and how often it had to reconnect."""
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.reconnects = 0  #: connections made after the first
+        self.last_error: str | None = None  #: why it last lost (or could not make) one
+        self._ever = False
+
+    def up(self) -> None:
+        """Say the relay listens (again)."""
+        if self._ever:
+            self.reconnects += 1
+            log.warning("LISTEN connection back", extra={"reconnects": self.reconnects})
+        self.connected, self._ever = True, True
+
+    def down(self, exc: BaseException) -> None:
+        """Say the relay lost its connection, or could not make one; log the first time."""
+        if self.connected or self.last_error is None:
+            log.warning(
+                "LISTEN connection lost (%s); other processes' changes are found by polling "
+                "until it is back",
+                type(exc).__name__,
+            )
+        self.connected = False
+        self.last_error = type(exc).__name__
+
+
+async def listen_postgres(
+    connect: Callable[[], Awaitable[Any]],
+    hub: ChangeHub,
+    stop: asyncio.Event,
+    state: RelayState | None = None,
+) -> None:
+    """Relay ``pg_notify`` from other processes into ``hub`` until ``stop`` is set.
+
+    ``connect`` opens the connection (``PostgresConnector.connect``: on a multi-host URL,
+    the primary's, where every NOTIFY is sent). Whatever breaks it (a lost connection, a
+    failover, a check that got no answer, any error at all), it connects again; each time
+    it is back, every waiter re-reads its job and idle runners look for work, as anything
+    that changed meanwhile was not announced to this process.
+    """
+    state = state or RelayState()
 
     # Our own notifications come back too. Taken as another process's change they made a
     # waiter re-read the job it had just been handed (py-spy: a read per sync job, when
@@ -124,21 +179,36 @@ async def listen_postgres(dsn: str, hub: ChangeHub, stop: asyncio.Event) -> None
             hub.publish_job(payload)
 
     while not stop.is_set():
+        conn: Any = None
         try:
-            conn = await asyncpg.connect(dsn)
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("LISTEN connection failed, retrying: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 2.0)
-            continue
-        try:
+            conn = await connect()
             await conn.add_listener(ATTEMPTS_CHANNEL, on_attempt)
             await conn.add_listener(JOBS_CHANNEL, on_job)
-            # Anything created while we were not listening is found by the poll fallback.
+            state.up()
+            # What changed while nobody listened: waiters re-read, runners look.
             hub.publish_attempt()
-            while not stop.is_set() and not conn.is_closed():
+            hub.publish_all()
+            while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 5.0)
+                    await asyncio.wait_for(stop.wait(), RELAY_CHECK_INTERVAL)
+                if stop.is_set():
+                    break
+                await conn.fetchval("SELECT 1", timeout=RELAY_CHECK_TIMEOUT)
+        except Exception as exc:  # any: the relay must outlive whatever broke it
+            state.down(exc)
+            _drop(conn)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RELAY_RETRY)
+            continue
         finally:
-            with contextlib.suppress(Exception):
-                await conn.close()
+            if stop.is_set() and conn is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 2.0)
+                _drop(conn)
+    state.connected = False
+
+
+def _drop(conn: Any) -> None:
+    """Terminate a connection without a goodbye (its peer may not answer one)."""
+    if conn is not None and not conn.is_closed():
+        conn.terminate()

@@ -19,9 +19,10 @@ import sniffio
 
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.metrics import Metrics
-from gateway.notify import ChangeHub, listen_postgres
+from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.settings import Settings
-from gateway.store.engine import listen_dsn
+from gateway.store.engine import is_sqlite
+from gateway.store.pg_connections import PostgresConnector
 
 if TYPE_CHECKING:
     from gateway.service import JobService
@@ -57,15 +58,21 @@ ServiceFactory = Callable[[Runtime], BackgroundService]
 class PostgresRelay:
     """Relay ``pg_notify`` from other gateway processes into this process's hub."""
 
-    def __init__(self, dsn: str, hub: ChangeHub) -> None:
-        self._dsn = dsn
+    def __init__(self, connector: PostgresConnector, hub: ChangeHub, metrics: Metrics) -> None:
+        self._connector = connector
         self._hub = hub
+        self._metrics = metrics
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.state = RelayState()
 
     async def start(self) -> None:
         """Start listening."""
-        self._task = asyncio.create_task(listen_postgres(self._dsn, self._hub, self._stop))
+        self._hub.relay = self.state
+        self._task = asyncio.create_task(
+            listen_postgres(self._connector.connect, self._hub, self._stop, self.state)
+        )
+        self._metrics.watch_relay(self.state)
 
     async def stop(self) -> None:
         """Stop listening."""
@@ -77,9 +84,9 @@ class PostgresRelay:
 
 def postgres_relay(runtime: Runtime) -> BackgroundService:
     """Build the LISTEN relay (only for a database that has LISTEN: PostgreSQL)."""
-    dsn = listen_dsn(runtime.settings.database_url)
-    assert dsn is not None, "the relay is only wired for a database with LISTEN"
-    return PostgresRelay(dsn, runtime.hub)
+    settings = runtime.settings
+    connector = PostgresConnector(settings.database_url, settings.database)
+    return PostgresRelay(connector, runtime.hub, runtime.metrics)
 
 
 def default_background(
@@ -88,7 +95,7 @@ def default_background(
     """Return the background services a process runs: the LISTEN relay, the dispatcher
     (with the reconciler beside it) unless ``dispatcher`` (default: the settings) says no."""
     factories: list[ServiceFactory] = []
-    if listen_dsn(settings.database_url) is not None:
+    if not is_sqlite(settings.database_url):  # LISTEN is PostgreSQL's
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:
         from gateway.dispatch.wiring import dispatcher_factory
@@ -165,7 +172,10 @@ async def running(
         from gateway.store import open_store
 
         the_store: JobStore = await open_store(
-            settings.database_url, hub=hub, processes=settings.workers
+            settings.database_url,
+            hub=hub,
+            processes=settings.workers,
+            database=settings.database,
         )
     else:
         the_store = store

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from gateway.dispatch.routing import Routes
@@ -393,10 +393,18 @@ class JobService:
             stale = not fresh
             while True:
                 if stale:
-                    again = await self.store.get_job(job.id, job.owner_id)
-                    if again is None:
+                    # A re-read the database does not answer by the deadline leaves the
+                    # job as last known: the answer comes at the deadline, whatever the
+                    # database does (a partition, a failover).
+                    read = await _within(
+                        self.store.get_job(job.id, job.owner_id), deadline - time.monotonic()
+                    )
+                    if read is _LATE:
                         return job
-                    job = again
+                    if read is None:
+                        return job
+                    assert isinstance(read, JobRecord)
+                    job = read
                 remaining = deadline - time.monotonic()
                 if job.status.settled or remaining <= 0:
                     return job
@@ -511,6 +519,38 @@ class JobService:
     def require_admin(principal: Principal) -> None:
         if not principal.is_admin:
             raise Forbidden("This route needs an API key with the admin scope.")
+
+
+#: What ``_within`` returns for an awaitable that did not finish in time.
+_LATE = object()
+#: Reads left to finish after their waiter answered without them (kept referenced).
+_ABANDONED: set[asyncio.Task[Any]] = set()
+
+
+async def _within(awaitable: Coroutine[Any, Any, Any], seconds: float) -> Any:
+    """Return what ``awaitable`` gives within ``seconds``, else ``_LATE``.
+
+    A late one is not cancelled: a read cancelled in the middle of a statement leaves its
+    connection for the pool to untangle. It finishes (or fails) within the database's own
+    deadline, in the background, and its result is dropped.
+    """
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(seconds, 0.0))
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task in done:
+        return task.result()
+    _ABANDONED.add(task)
+    task.add_done_callback(_forget)
+    return _LATE
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a late read's failure is not "never retrieved"
 
 
 def _check_id(value: str, kind: str) -> None:

@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -66,6 +66,35 @@ class ReconcilerConfig(BaseModel):
     batch: int = Field(default=200, ge=1, le=1000)  # unknown attempts read per pass
 
 
+class DatabaseConfig(BaseModel):
+    """How long the gateway waits on its database: every wait has a deadline.
+
+    Past a deadline the request is answered 503 with ``Retry-After`` and the connection is
+    discarded, never returned to the pool (docs/operations.md, "When the database goes
+    away"). PostgreSQL sockets get TCP keepalives and ``TCP_USER_TIMEOUT``, so a peer that
+    vanished without a word (a silent partition) is noticed in seconds, not minutes.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Seconds one statement (a commit included) may take, and a request may wait for a
+    #: pooled connection.
+    timeout: float = Field(default=5.0, gt=0, le=600)
+    #: Seconds opening one connection may take, per host of a multi-host URL.
+    connect_timeout: float = Field(default=5.0, gt=0, le=600)
+    #: Seconds a PostgreSQL socket may sit idle before TCP keepalive probes start.
+    keepalive_idle: int = Field(default=5, ge=1, le=7200)
+    keepalive_interval: int = Field(default=2, ge=1, le=600)  # seconds between probes
+    keepalive_count: int = Field(default=3, ge=1, le=100)  # unanswered probes: peer gone
+    #: Seconds sent data may stay unacknowledged before the kernel drops the connection
+    #: (``TCP_USER_TIMEOUT``); 0 leaves the kernel's default (about 15 minutes).
+    tcp_user_timeout: float = Field(default=5.0, ge=0, le=600)
+    #: What ``serve`` and ``worker`` do when PostgreSQL replicates to standbys with none
+    #: synchronous, so that a failover may lose acknowledged jobs: ``warn`` (log it),
+    #: ``require`` (refuse to start unless a synchronous standby is attached), ``off``.
+    synchronous_standby: Literal["off", "warn", "require"] = "warn"
+
+
 class SimulatorConfig(BaseModel):
     """The bundled simulator that ``onejob serve`` starts when asked to (the default)."""
 
@@ -99,6 +128,7 @@ class Settings(BaseModel):
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     dispatcher: DispatcherConfig = DispatcherConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
+    database: DatabaseConfig = DatabaseConfig()
     simulator: SimulatorConfig = SimulatorConfig()
 
     @model_validator(mode="before")
@@ -170,6 +200,11 @@ _ENV_FIELDS = {
     "ONEJOB_CERTIFICATIONS": "certifications_path",
     "ONEJOB_LOG_LEVEL": "log_level",
     "ONEJOB_WORKERS": "workers",
+}
+#: ``ONEJOB_*`` variables of the ``[database]`` table.
+_ENV_DATABASE_FIELDS = {
+    "ONEJOB_DATABASE_TIMEOUT": "timeout",
+    "ONEJOB_DATABASE_CONNECT_TIMEOUT": "connect_timeout",
 }
 
 
@@ -261,5 +296,8 @@ def load_settings(
     for var, field in _ENV_FIELDS.items():
         if var in env:
             data[field] = env[var]
+    for var, field in _ENV_DATABASE_FIELDS.items():
+        if var in env:
+            data["database"] = {**data.get("database", {}), field: env[var]}
     data.update({k: v for k, v in overrides.items() if v is not None})
     return Settings.model_validate(data)

@@ -153,6 +153,20 @@ class JobStore(Protocol):
         """Move an attempt (and its job) to ``unknown``: its outcome is not known."""
         ...
 
+    async def extend_deadline(
+        self, attempt_id: str, worker_id: str, *, deadline_s: float, lease_ttl: float
+    ) -> bool:
+        """Give this worker's running attempt, not sent yet, a fresh deadline and lease."""
+        ...
+
+    def never_sent(self, attempt_id: str, worker_id: str) -> None:
+        """Remember that this worker claimed the attempt and surely never sent it."""
+        ...
+
+    async def release_unsent(self) -> list[str]:
+        """Put the attempts ``never_sent`` names back in the queue once the database answers."""
+        ...
+
     async def fail_attempt(
         self, attempt_id: str, error: dict[str, Any], *, next_provider: str | None = None
     ) -> TransitionResult:
@@ -234,8 +248,16 @@ class JobStore(Protocol):
         """Delete a batch of settled jobs created before ``older_than``; return how many."""
         ...
 
-    async def ping(self) -> None:
-        """Raise if the database cannot be reached (readiness)."""
+    async def ping(self, timeout: float = 1.0) -> None:
+        """Raise if the database does not answer within ``timeout`` seconds (readiness)."""
+        ...
+
+    def unavailable(self, exc: BaseException, where: str) -> bool:
+        """Say whether ``exc`` means the database is unavailable, not a bug; count it if so.
+
+        The caller answers 503 or tries later and logs nothing: the store logs the outage
+        once, when it starts and when it ends, with the failures counted by ``where``.
+        """
         ...
 
     async def close(self) -> None:

@@ -29,7 +29,7 @@ from gateway.errors import (
 )
 from gateway.http.views import admin_attempt_view, job_location, job_view
 from gateway.logging import CLIENT_GONE_SCOPE_KEY
-from gateway.store.failures import database_unavailable
+from gateway.store.failures import database_unavailable, outcome_unknown
 
 log = logging.getLogger("onejob.http")
 
@@ -106,16 +106,17 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
             "Client closed request",
             "The client hung up before the request was read.",
         )
-    if database_unavailable(exc):
+    if _unavailable(request, exc):
         # The database (or the network to it) failed: not a bug, and worth a retry. The
-        # exception's text may quote a statement, so only its class is logged.
-        log.warning(
+        # store logs the outage once (where it started, how long, what failed), not each
+        # request; the exception's text may quote a statement and is never logged.
+        log.info(
             "database unavailable on %s %s: %s",
             request.method,
             request.url.path,
             type(exc).__name__,
         )
-        return unavailable_response()
+        return unavailable_response(maybe_written=outcome_unknown(exc))
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
 
@@ -125,14 +126,35 @@ def _client_gone(request: Request[Any, Any, Any], exc: Exception) -> bool:
     return type(exc) is InternalServerException and bool(state.get(CLIENT_GONE_SCOPE_KEY))
 
 
-def unavailable_response() -> Response[Any]:
-    """Answer 503: the database is unreachable; the request may be retried as it was."""
+def _unavailable(request: Request[Any, Any, Any], exc: Exception) -> bool:
+    """Say whether ``exc`` is the database failing (counted by the store, when one runs)."""
+    service = getattr(request.app.state, "service", None)
+    if service is None:
+        return database_unavailable(exc)
+    unavailable: bool = service.store.unavailable(exc, f"{request.method} {request.url.path}")
+    return unavailable
+
+
+#: What a 503 says when the request may have been committed: the answer was lost.
+MAYBE_WRITTEN = (
+    "The database did not answer in time: what this request asked for may or may not have "
+    "been done. Retrying it as it was is safe: with the same Idempotency-Key a job that "
+    "was created is returned (200, Idempotent-Replayed), and one that was not is created "
+    "once."
+)
+#: What a 503 says when nothing was sent to the database.
+NOT_WRITTEN = "The database is not reachable; nothing was done. Retry the request as it was."
+
+
+def unavailable_response(*, maybe_written: bool = False) -> Response[Any]:
+    """Answer 503: the database is unreachable or did not answer; retry as it was."""
     return problem(
         503,
         UNAVAILABLE,
         "Service unavailable",
-        "The database is not reachable; retry with the same Idempotency-Key.",
+        MAYBE_WRITTEN if maybe_written else NOT_WRITTEN,
         headers={"Retry-After": str(RETRY_AFTER)},
+        outcome="unknown" if maybe_written else "not_done",
     )
 
 

@@ -52,6 +52,7 @@ from gateway.http.schemas import (
     JobPage,
     JobView,
     Me,
+    Readiness,
     Resolved,
 )
 from gateway.http.views import admin_attempt_view, event_view, job_view
@@ -59,6 +60,8 @@ from gateway.logging import JOB_ID_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
 
 log = logging.getLogger("onejob.http")
+#: Seconds ``/readyz`` gives the database: it answers within a second, whatever happens.
+READY_TIMEOUT = 0.9
 
 #: The authenticated caller, injected by name from ``authenticate``.
 Caller = NamedDependency[Principal]
@@ -332,14 +335,16 @@ async def healthz_head() -> None:
     """Say the process is alive, without a body (load balancers' HEAD probes)."""
 
 
-@get("/readyz", responses={200: answer(Health, "Ready"), 503: problems()[503]})
+@get("/readyz", responses={200: answer(Readiness, "Ready"), 503: problems()[503]})
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     """Say whether the database answers."""
+    store = service_of(request).store
     try:
-        await service_of(request).store.ping()
+        await store.ping(READY_TIMEOUT)
     except Exception as exc:  # any failure means "not ready", never a 500
-        # The reason goes to the log only: this route is unauthenticated.
-        log.warning("readiness check failed: %s", type(exc).__name__, exc_info=exc)
+        # The reason goes to the log only, once per outage: this route is unauthenticated.
+        if not store.unavailable(exc, "readiness"):
+            log.warning("readiness check failed: %s", type(exc).__name__, exc_info=exc)
         return problem(
             503,
             NOT_READY,
@@ -347,7 +352,10 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
             "The database is not reachable.",
             headers={"Retry-After": str(RETRY_AFTER)},
         )
-    return Response(content={"status": "ready"})
+    hub = service_of(request).hub
+    relay = hub.relay if hub is not None else None
+    listen = None if relay is None else ("connected" if relay.connected else "down")
+    return Response(content={"status": "ready", "listen": listen})
 
 
 def allow(path: str, *handlers: HTTPRouteHandler) -> HTTPRouteHandler:

@@ -172,9 +172,18 @@ class Me(Strict):
 
 
 class Health(Strict):
-    """The process is alive (``ok``) or the database answers (``ready``)."""
+    """The process is alive (``ok``)."""
 
     status: str
+
+
+class Readiness(Strict):
+    """The database answers (``ready``)."""
+
+    status: str
+    #: PostgreSQL: ``connected``, or ``down`` while the LISTEN relay reconnects (other
+    #: processes' changes are then found by polling, about a second later); SQLite: null.
+    listen: str | None
 
 
 RESPONSE_BODIES: tuple[type[msgspec.Struct], ...] = (
@@ -188,4 +197,5 @@ RESPONSE_BODIES: tuple[type[msgspec.Struct], ...] = (
     Certifications,
     Me,
     Health,
+    Readiness,
 )

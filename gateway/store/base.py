@@ -31,8 +31,12 @@ from gateway.domain.records import (
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.notify import ChangeHub
+from gateway.settings import DatabaseConfig
 from gateway.store import pg_round_trips as pg
 from gateway.store.engine import track_backends
+from gateway.store.failures import database_unavailable
+from gateway.store.health import DatabaseHealth
+from gateway.store.pg_connections import PostgresConnector, ReadinessProbe
 from gateway.store.pg_creations import CreationBatcher
 from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import (
@@ -65,8 +69,12 @@ class StoreBase:
         hub: ChangeHub | None = None,
         clock: Clock | None = None,
         ids: IdFactory | None = None,
+        database: DatabaseConfig | None = None,
     ) -> None:
         self.engine = engine
+        #: The database's deadlines (the engine was made with the same).
+        self.database = database or DatabaseConfig()
+        timeout = self.database.timeout
         self.hub = hub or ChangeHub()
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
@@ -81,9 +89,54 @@ class StoreBase:
         #: PostgreSQL: the connections kept out between statements sent alone.
         self._kept = None if self._sqlite else pg.KeptConnections(engine)
         #: PostgreSQL: creations that queue while one is on the wire go together.
-        self._creations = None if self._sqlite else CreationBatcher(engine, self._kept)
+        self._creations = (
+            None if self._sqlite else CreationBatcher(engine, self._kept, timeout=timeout)
+        )
         if not self._sqlite:
             track_backends(engine, self.hub.own_backends)
+        #: PostgreSQL: the readiness probe's own connection (``ping``).
+        self._probe = (
+            None
+            if self._sqlite
+            else ReadinessProbe(
+                PostgresConnector(engine.url.render_as_string(hide_password=False), self.database)
+            )
+        )
+        #: Whether the database answers, as this process saw last (one log line a change).
+        self.health = DatabaseHealth(self.ping)
+        #: Attempts this process claimed and surely never sent (attempt id -> worker id),
+        #: to put back in the queue once the database answers (``release_unsent``).
+        self._unsent: dict[str, str] = {}
+
+    async def ping(self, timeout: float = 1.0) -> None:
+        """Return once the database answered within ``timeout`` seconds; raise otherwise."""
+        if self._probe is not None:
+            await self._probe.ping(timeout)
+        else:
+            async with asyncio.timeout(timeout), self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        self.health.answered()
+
+    def unavailable(self, exc: BaseException, where: str) -> bool:
+        """Say whether ``exc`` means the database is unavailable (not a bug); count it if so.
+
+        The caller answers 503 or tries again later, and logs nothing itself: the outage
+        is logged once, with its counts (``DatabaseHealth``).
+        """
+        if not database_unavailable(exc):
+            return False
+        self.health.failed(where, exc)
+        return True
+
+    def never_sent(self, attempt_id: str, worker_id: str) -> None:
+        """Remember that ``worker_id`` claimed ``attempt_id`` and surely never sent it.
+
+        The claim could not be used (the statement that made it got no answer, or the
+        database failed before the call): ``release_unsent`` puts the attempt back in
+        the queue once the database answers, so a call that never left does not end
+        ``unknown`` for an operator to resolve.
+        """
+        self._unsent[attempt_id] = worker_id
 
     def _now(self) -> dt.datetime:
         return naive_utc(self.clock.now())

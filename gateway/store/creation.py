@@ -211,11 +211,18 @@ class CreationAndReads(StoreBase):
             [pg.as_checked_json(scrub(detail)) for _, _, detail, _ in events],
         )
         meanwhile = claim.meanwhile if claim is not None else None
-        if key_hash is not None and self._creations is not None:
-            records = await self._creations.create(params, meanwhile)  # or with others
-        else:
-            async with pg.checkout(self.engine, sql, self._kept) as driver:
-                records = await pg.fetch(driver, sql, params, meanwhile)
+        try:
+            if key_hash is not None and self._creations is not None:
+                records = await self._creations.create(params, meanwhile)  # or with others
+            else:
+                async with pg.checkout(self.engine, sql, self._kept) as driver:
+                    records = await pg.fetch(driver, sql, params, meanwhile)
+        except BaseException:
+            if claim is not None:
+                # No answer, so the claim is not handed out: if the job was created
+                # after all, its attempt was never sent, and goes back in the queue.
+                self.never_sent(values["id"], claim.worker_id)
+            raise
         if not records:
             return None
         record = records[0]

@@ -148,7 +148,7 @@ class Decisions(StoreBase):
             params = {"attempt_id": attempt_id, "result": result, "now": now}
             job_row = (await conn.execute(CAS_RUNNING, params)).one_or_none()
             if job_row is None:
-                return await self._not_won(tx, attempt_id)
+                return await self._not_won(tx, attempt_id, result)
             job_id = job_row.id
             tx.changed(job_id)
             finish = {
@@ -250,9 +250,18 @@ class Decisions(StoreBase):
         self.hub.publish_job(decided.id, decided)
         return _won(attempt_id, decided)
 
-    async def _not_won(self, tx: WriteTx, attempt_id: str) -> FinalizeResult:
+    async def _not_won(self, tx: WriteTx, attempt_id: str, result: Any) -> FinalizeResult:
         """The CAS found nothing to swap: the attempt moved (stale), or it lost the race."""
         current = await self._attempt_row(tx.conn, attempt_id)
+        if current is not None and current.state == A.SUCCEEDED.value:
+            # The same answer again: a try whose commit went through while its answer
+            # was lost (a failover). The decision is this attempt's, taken once.
+            decided = await self._load(tx.conn, current.job_id)
+            if decided is not None and (decided.completed_by, decided.result) == (
+                attempt_id,
+                result,
+            ):
+                return _won(attempt_id, decided)
         if current is None or current.state != A.RUNNING.value:
             return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
         # The job before the attempt, the order every writer takes: ``_lose`` moves the

@@ -15,7 +15,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.util.concurrency import await_
 
+from gateway.settings import DatabaseConfig
+from gateway.store.pg_connections import PostgresConnector, terminate
 from gateway.store.sqlite_inline import inline_creator
 
 SQLITE_BUSY_TIMEOUT = 30_000  # milliseconds a writer waits for another process's lock
@@ -30,6 +33,10 @@ PG_MAX_OVERFLOW = 10  # extra connections under bursts (max_connections is 100 b
 PG_HOST_CONNECTIONS = 80
 PG_MIN_CONNECTIONS = 10  # one process's pool and overflow together, at least
 IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is pinged
+#: Seconds the ping of an idle connection may take: a connection that cannot answer
+#: ``;`` at once is replaced, rather than holding its request for a whole statement
+#: deadline first.
+PING_TIMEOUT = 1.0
 _CHECKED_IN = "onejob_checked_in_at"
 #: When a connection kept checked out between statements (``pg_round_trips``) went idle;
 #: given back, that is its check-in time, so the checkout ping sees how long it sat.
@@ -60,43 +67,47 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def listen_dsn(url: str) -> str | None:
-    """Return the libpq DSN to LISTEN on for ``url``; None for a database without LISTEN."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        return None
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def make_engine(url: str, *, processes: int = 1, **kwargs: Any) -> AsyncEngine:
+def make_engine(
+    url: str,
+    *,
+    processes: int = 1,
+    database: DatabaseConfig | None = None,
+    bounded: bool = True,
+    **kwargs: Any,
+) -> AsyncEngine:
     """Create the process's engine; on SQLite every transaction takes the write lock at BEGIN.
 
     ``BEGIN IMMEDIATE`` makes concurrent writers queue on ``busy_timeout`` instead of
     failing with "database is locked" when a read transaction later tries to write.
     ``processes`` server processes share one host's PostgreSQL connections
-    (``pg_pool_share``).
+    (``pg_pool_share``). On PostgreSQL every wait has ``database``'s deadline
+    (``bound_waits``); ``bounded=False`` lifts the statement deadline only, for work
+    that may rightly take long (migrations).
     """
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
     if not is_sqlite(url):
+        config = database or DatabaseConfig()
         pool_size, max_overflow = pg_pool_share(processes)
         kwargs.setdefault("pool_size", pool_size)
         kwargs.setdefault("max_overflow", max_overflow)
+        kwargs.setdefault("pool_timeout", config.timeout)
+        connector = PostgresConnector(url, config, statement_timeout=bounded)
+        kwargs.setdefault("async_creator", connector.connect)
         engine = create_async_engine(url, **kwargs)
-        _ping_when_idle(engine)
+        bound_waits(engine)
+        _ping_when_idle(engine, min(config.timeout, PING_TIMEOUT))
         return engine
 
     kwargs.setdefault("pool_size", 8)
     kwargs.setdefault("max_overflow", 8)
     kwargs.setdefault("pool_timeout", 60)
     parsed = make_url(url)
-    (database, *_), cparams = parsed.get_dialect()().create_connect_args(parsed)
+    (path, *_), cparams = parsed.get_dialect()().create_connect_args(parsed)
     # Every call runs on the event loop's thread (sqlite_inline says why); a pooled
     # connection may still be handed to another loop's thread (migrations, tests).
     cparams["check_same_thread"] = False
-    kwargs.setdefault(
-        "async_creator", inline_creator(database, SQLITE_BUSY_TIMEOUT / 1000, cparams)
-    )
+    kwargs.setdefault("async_creator", inline_creator(path, SQLITE_BUSY_TIMEOUT / 1000, cparams))
     engine = create_async_engine(url, **kwargs)
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -179,15 +190,35 @@ def track_backends(engine: AsyncEngine, pids: set[int]) -> None:
     event.listen(engine.sync_engine, "invalidate", _forget)
 
 
-def _ping_when_idle(engine: AsyncEngine) -> None:
+def bound_waits(engine: AsyncEngine) -> None:
+    """Discard, at once, a PostgreSQL connection whose statement failed without an answer.
+
+    asyncpg raises ``TimeoutError`` when a statement outlives its ``command_timeout``
+    and then sends a cancel request over a new connection, which a partition holds too;
+    a connection that raised ``OSError`` lost its socket. Neither may go back to the
+    pool: the connection is terminated here (no graceful goodbye that would wait on a
+    silent server) and SQLAlchemy invalidates it as a disconnect.
+    """
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if not isinstance(context.original_exception, OSError):  # TimeoutError included
+            return
+        context.is_disconnect = True
+        connection = context.connection
+        fairy = getattr(connection, "connection", None) if connection is not None else None
+        terminate(getattr(fairy, "driver_connection", None))
+
+
+def _ping_when_idle(engine: AsyncEngine, timeout: float) -> None:
     """Ping a pooled connection at checkout only when it sat idle for ``IDLE_PING_AFTER``.
 
     A ping on every checkout (``pool_pre_ping``) is one more round trip per transaction.
     A connection in steady use is known to be alive; one that sat idle may have been cut
-    by the server or a proxy, so it is tested, and replaced if dead. A connection cut
-    while in use still fails its transaction, which the HTTP layer answers with 503.
+    by the server or a proxy, so it is tested (for ``timeout`` seconds at most), and
+    replaced if dead. A connection cut while in use still fails its transaction, which
+    the HTTP layer answers with 503.
     """
-    dialect = engine.dialect
 
     @event.listens_for(engine.sync_engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -198,9 +229,11 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
         since = record.info.get(_CHECKED_IN)
         if since is None or time.monotonic() - since < IDLE_PING_AFTER:
             return
+        driver = dbapi_connection.driver_connection
         try:
-            dialect.do_ping(dbapi_connection)
+            await_(driver.fetchrow(";", timeout=timeout))
         except Exception as exc:  # the pool retries the checkout on a fresh connection
+            terminate(driver)
             raise DisconnectionError("pooled connection is dead") from exc
 
 
@@ -230,7 +263,7 @@ async def database_is_current(url: str) -> bool:
     from alembic.script import ScriptDirectory
 
     head = ScriptDirectory.from_config(_alembic_config(url)).get_current_head()
-    engine = make_engine(url)
+    engine = make_engine(url, bounded=False)
     try:
         async with engine.connect() as conn:
             current = await conn.run_sync(

@@ -12,7 +12,15 @@ the transaction rolled back, or committed and a retry replays it) and the second
   a primary result code such as SQLITE_CANTOPEN or SQLITE_BUSY, while a missing table
   (SQLITE_ERROR) is also ``OperationalError`` but a bug;
 - the pool: ``sqlalchemy.exc.TimeoutError`` (no connection free in time) and
-  ``DisconnectionError``.
+  ``DisconnectionError``;
+- a standby (a stale URL, DNS name or VIP still pointing at a demoted primary): SQLSTATE
+  25006 ``read_only_sql_transaction``, nothing written;
+- a deadline (``DatabaseConfig``): asyncpg's ``TimeoutError`` once a statement outlived
+  its ``command_timeout``, or a connect that did not finish in time.
+
+``outcome_unknown`` tells the one case a client must hear about: the statement was sent
+and no answer came, so it may have committed (a retry with the same key is still safe:
+it replays what committed, or does it once).
 
 A constraint violation, a programming error or any other exception is not "unavailable".
 """
@@ -28,6 +36,18 @@ import sqlalchemy.exc
 #: 53 insufficient resources (too many connections), 57 operator intervention
 #: (admin shutdown, crash shutdown, cannot connect now), 58 system error (I/O).
 UNAVAILABLE_SQLSTATE_CLASSES = frozenset({"08", "53", "57", "58"})
+#: Single SQLSTATEs that mean "not here, not now": 25006 read_only_sql_transaction (a
+#: standby reached through a URL that has not followed a failover).
+UNAVAILABLE_SQLSTATES = frozenset({"25006"})
+#: Errors raised before a statement could be sent: a retry finds nothing written.
+_BEFORE_SENDING = (
+    "NotSent",
+    "DatabaseUnreachable",
+    "CannotConnectNowError",
+    "TooManyConnectionsError",
+    "ConnectionRefusedError",
+    "TargetServerAttributeNotMatched",
+)
 #: SQLite primary result codes that mean the file cannot be used now (not a bug).
 UNAVAILABLE_SQLITE_CODES = frozenset(
     {
@@ -46,8 +66,14 @@ _DRIVER_PACKAGES = ("asyncpg", "aiosqlite", "sqlalchemy")
 _CLOSED_MESSAGES = ("connection is closed", "connection was closed", "cannot switch to state")
 
 
+class NotSent(TimeoutError):
+    """A statement waited its whole deadline for its turn and was never sent."""
+
+
 def database_unavailable(exc: BaseException) -> bool:
     """Say whether ``exc`` means the database is unreachable or the connection was lost."""
+    if isinstance(exc, NotSent):
+        return True
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
         return _dbapi_unavailable(exc)
     if isinstance(exc, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError):
@@ -87,7 +113,30 @@ def _driver_error_unavailable(exc: BaseException) -> bool:
 
 def _sqlstate_unavailable(error: object) -> bool:
     sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
-    return isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES
+    return isinstance(sqlstate, str) and (
+        sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES or sqlstate in UNAVAILABLE_SQLSTATES
+    )
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """Say whether an unavailable database may still have committed what was sent.
+
+    True for a statement that got no answer (its deadline passed, or its connection
+    broke while it was out); false when nothing could be sent (no connection could be
+    opened or taken from the pool in time, a standby refused to write).
+    """
+    if isinstance(exc, sqlalchemy.exc.TimeoutError | sqlalchemy.exc.DisconnectionError):
+        return False  # the pool had no connection to give: nothing was sent
+    error: BaseException | None = exc
+    while error is not None:
+        if type(error).__name__ in _BEFORE_SENDING or _read_only(error):
+            return False
+        error = getattr(error, "orig", None) or error.__cause__
+    return True
+
+
+def _read_only(error: object) -> bool:
+    return getattr(error, "sqlstate", None) in UNAVAILABLE_SQLSTATES
 
 
 def _says_connection_broke(error: object) -> bool:

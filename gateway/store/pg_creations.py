@@ -36,6 +36,7 @@ it still get their answers, and its job, if created, is there for its retry to r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,7 +44,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.settings import DatabaseConfig
 from gateway.store import pg_round_trips as pg
+from gateway.store.failures import NotSent
+
+#: Seconds a creation has for its answer when the store is given no configuration.
+DEFAULT_TIMEOUT = DatabaseConfig().timeout
 
 log = logging.getLogger("onejob.store")
 
@@ -52,22 +58,49 @@ MAX_BATCH = 32
 #: Creation statements one process keeps on the wire; what arrives meanwhile goes next,
 #: together. One cost PostgreSQL the least per job (docs/benchmarks.md, tenth session).
 IN_FLIGHT = 1
+#: Seconds a statement may be out before the next batch goes beside it anyway. A creation
+#: takes milliseconds; one out this long waits on a connection that went silent (a
+#: partition, a failover), and the creations behind it must not wait for its deadline.
+STUCK_AFTER = 0.5
 #: ``CREATE_BY_KEY``'s parameters that are one value per job; the rest are its events.
 _PER_JOB = 17
+#: Seconds a batch's statement is given at least, whatever its members have left.
+MIN_STATEMENT_TIME = 0.05
 
-#: One queued creation: its parameters, its answer, its ``meanwhile``.
-_Queued = tuple[tuple[Any, ...], asyncio.Future[list[Any]], Callable[[], None] | None]
+
+@dataclasses.dataclass(slots=True)
+class _Queued:
+    """One queued creation: its parameters, its answer, its ``meanwhile``, its deadline."""
+
+    params: tuple[Any, ...]
+    answer: asyncio.Future[list[Any]]
+    meanwhile: Callable[[], None] | None
+    deadline: float  #: the loop's time by which its caller must have an answer
 
 
 class CreationBatcher:
-    """Send the creations that queue while one is on the wire together (module docstring)."""
+    """Send the creations that queue while one is on the wire together (module docstring).
 
-    def __init__(self, engine: AsyncEngine, kept: pg.KeptConnections | None = None) -> None:
+    Each creation has ``timeout`` seconds from its call, the database's statement
+    deadline: one still queued when it passes is answered ``NotSent`` (nothing was sent),
+    and a batch's statement is given what its most pressed member has left.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        kept: pg.KeptConnections | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.engine = engine
         self.kept = kept
+        self.timeout = timeout
         self._queued: list[_Queued] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        #: Statements on the wire, with the loop's time each was sent.
+        self._sending: dict[asyncio.Task[None], float] = {}
         self._flush_due = False
+        self._unstick: asyncio.TimerHandle | None = None
         #: Statements sent, by how many jobs each carried (for tests and measurements).
         self.sent: dict[int, int] = {}
 
@@ -79,36 +112,62 @@ class CreationBatcher:
         the statement is on the wire if it goes alone (module docstring)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[list[Any]] = loop.create_future()
-        self._queued.append((params, answer, meanwhile))
+        self._queued.append(_Queued(params, answer, meanwhile, loop.time() + self.timeout))
         self._flush_soon()
         return await answer
 
     def _flush_soon(self) -> None:
-        if self._queued and not self._flush_due and len(self._sending) < IN_FLIGHT:
+        if not self._queued or self._flush_due:
+            return
+        if len(self._sending) < IN_FLIGHT:
             self._flush_due = True
             asyncio.get_running_loop().call_soon(self._flush)
+        elif self._unstick is None:
+            oldest = min(self._sending.values())
+            self._unstick = asyncio.get_running_loop().call_at(
+                oldest + STUCK_AFTER, self._flush_beside
+            )
+
+    def _flush_beside(self) -> None:
+        """Send what queued behind a statement out ``STUCK_AFTER`` or longer, beside it."""
+        self._unstick = None
+        now = asyncio.get_running_loop().time()
+        stuck = sum(1 for sent in self._sending.values() if now - sent >= STUCK_AFTER)
+        self._flush(limit=IN_FLIGHT + stuck)
+        self._flush_soon()
 
     def _flush(self, limit: int = IN_FLIGHT) -> None:
         self._flush_due = False
+        now = asyncio.get_running_loop().time()
+        for late in [q for q in self._queued if q.deadline <= now]:
+            if not late.answer.done():
+                late.answer.set_exception(NotSent("the creation waited its deadline in line"))
+        self._queued = [q for q in self._queued if q.deadline > now and not q.answer.done()]
         while self._queued and len(self._sending) < limit:
             batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
             task = asyncio.create_task(self._send(batch))
-            self._sending.add(task)
+            self._sending[task] = now
             task.add_done_callback(self._sent)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
-        self._sending.discard(task)
+        self._sending.pop(task, None)
+        if self._unstick is not None and not self._sending:
+            self._unstick.cancel()
+            self._unstick = None
         self._flush_soon()
 
     async def _send(self, batch: list[_Queued]) -> None:
+        # The statement is given what its most pressed member has left.
+        left = min(q.deadline for q in batch) - asyncio.get_running_loop().time()
+        timeout = max(left, MIN_STATEMENT_TIME)
         try:
             if len(batch) == 1:
-                params, answer, meanwhile = batch[0]
-                _answer(answer, await self._alone(params, meanwhile))
+                only = batch[0]
+                _answer(only.answer, await self._alone(only.params, only.meanwhile, timeout))
                 return
             self.sent[len(batch)] = self.sent.get(len(batch), 0) + 1
             try:
-                rows = await self._together([params for params, _, _ in batch])
+                rows = await self._together([q.params for q in batch], timeout)
             except sa.exc.DBAPIError as exc:
                 if exc.connection_invalidated:
                     raise
@@ -117,41 +176,44 @@ class CreationBatcher:
                     len(batch),
                     type(exc.orig).__name__,
                 )
-                await asyncio.gather(*(self._one_by_one(p, a) for p, a, _ in batch))
+                await asyncio.gather(*(self._one_by_one(q, timeout) for q in batch))
                 return
             by_position: list[list[Any]] = [[] for _ in batch]
             for row in rows:
                 by_position[row["n"] - 1].append(row)
-            for (_, answer, _), own in zip(batch, by_position, strict=True):
-                _answer(answer, own)
+            for queued, own in zip(batch, by_position, strict=True):
+                _answer(queued.answer, own)
         except BaseException as exc:
-            for _, answer, _ in batch:
-                if not answer.done():
-                    answer.set_exception(exc)
+            for queued in batch:
+                if not queued.answer.done():
+                    queued.answer.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
 
-    async def _one_by_one(self, params: tuple[Any, ...], answer: asyncio.Future[list[Any]]) -> None:
+    async def _one_by_one(self, queued: _Queued, timeout: float) -> None:
         try:
-            _answer(answer, await self._alone(params))
+            _answer(queued.answer, await self._alone(queued.params, None, timeout))
         except Exception as exc:
-            if not answer.done():
-                answer.set_exception(exc)
+            if not queued.answer.done():
+                queued.answer.set_exception(exc)
 
     async def _alone(
-        self, params: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+        self, params: tuple[Any, ...], meanwhile: Callable[[], None] | None, timeout: float
     ) -> list[Any]:
         self.sent[1] = self.sent.get(1, 0) + 1
         async with pg.checkout(self.engine, pg.CREATE_BY_KEY, self.kept) as driver:
-            return list(await pg.fetch(driver, pg.CREATE_BY_KEY, params, meanwhile))
+            return list(await pg.fetch(driver, pg.CREATE_BY_KEY, params, meanwhile, timeout))
 
-    async def _together(self, jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
+    async def _together(self, jobs: Sequence[tuple[Any, ...]], timeout: float) -> list[Any]:
         sql = pg.CREATE_BY_KEY_BATCH
         async with pg.checkout(self.engine, sql, self.kept) as driver:
-            return list(await driver.fetch(sql, *batch_parameters(jobs)))
+            return list(await driver.fetch(sql, *batch_parameters(jobs), timeout=timeout))
 
     async def close(self) -> None:
         """Wait for the batches on the wire (their callers are waiting for them too)."""
+        if self._unstick is not None:
+            self._unstick.cancel()
+            self._unstick = None
         while self._queued or self._sending:
             self._flush(limit=len(self._sending) + len(self._queued))
             await asyncio.gather(*self._sending, return_exceptions=True)

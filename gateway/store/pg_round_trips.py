@@ -31,6 +31,7 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 from gateway.domain.records import JobRecord
 from gateway.notify import JOBS_CHANNEL
 from gateway.store.engine import IDLE_PING_AFTER, IDLE_SINCE, pooled_connection
+from gateway.store.pg_connections import terminate
 from gateway.store.rows import job_record
 from gateway.store.tables import attempts, jobs
 
@@ -399,17 +400,22 @@ def _fresh(fairy: PoolProxiedConnection) -> bool:
 
 
 async def fetch(
-    driver: Any, sql: str, params: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+    driver: Any,
+    sql: str,
+    params: tuple[Any, ...],
+    meanwhile: Callable[[], None] | None = None,
+    timeout: float | None = None,
 ) -> Any:
     """Send ``sql`` and return its rows; run ``meanwhile`` while it is on the wire.
 
     Scheduled before the statement is sent, ``meanwhile`` runs at the loop's next turn:
     by then asyncpg has written the statement and waits for the answer (a statement not
     yet prepared waits for its Parse first, and ``meanwhile`` runs during that wait).
+    ``timeout``: seconds for the answer (None: the connection's ``command_timeout``).
     """
     if meanwhile is not None:
         asyncio.get_running_loop().call_soon(meanwhile)
-    return await driver.fetch(sql, *params)
+    return await driver.fetch(sql, *params, timeout=timeout)
 
 
 @contextlib.asynccontextmanager
@@ -458,6 +464,7 @@ async def checkout(
             # even when this caller is cancelled while it runs (a second check-in would
             # put the dying connection in the pool's queue for someone else).
             invalidating = True
+            terminate(driver)  # no goodbye: the invalidation must not wait on the server
             await _to_the_end(fairy.invalidate, exc)
         raise sa.exc.DBAPIError(sql, None, exc, connection_invalidated=lost) from exc
     finally:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import sqlalchemy as sa
-
 from gateway.domain.clock import Clock, IdFactory
 from gateway.domain.records import ClaimSpec, CreateResult, NewJob
 from gateway.notify import ChangeHub
+from gateway.settings import DatabaseConfig
 from gateway.store.creation import CreationAndReads
 from gateway.store.decisions import Decisions
 from gateway.store.engine import make_engine
@@ -47,20 +46,18 @@ class SqlJobStore(CreationAndReads, Transitions, Decisions, ApiKeys, Retention, 
             dataclasses.replace(new, owner_id=principal.owner_id), claim
         )
 
-    async def ping(self) -> None:
-        """Raise if the database cannot be reached."""
-        async with self.engine.connect() as conn:
-            await conn.execute(sa.text("SELECT 1"))
-
     async def close(self) -> None:
         """Finish the creations on the wire, send the last wake-ups, give back the kept
         connections, dispose of the engine."""
         try:
+            await self.health.close()
             if self._creations is not None:
                 await self._creations.close()
             if self._wakeups is not None:
                 await self._wakeups.close()
         finally:
+            if self._probe is not None:
+                await self._probe.close()
             if self._kept is not None:
                 await self._kept.give_back()
             await self.engine.dispose()
@@ -73,11 +70,13 @@ async def open_store(
     clock: Clock | None = None,
     ids: IdFactory | None = None,
     processes: int = 1,
+    database: DatabaseConfig | None = None,
 ) -> SqlJobStore:
     """Create the engine and the store (the caller runs migrations first).
 
     ``processes``: how many server processes of one host share the database's
     connection budget (``onejob serve --workers``); each gets its share of the pool.
+    ``database``: the deadlines of every wait on the database (``DatabaseConfig``).
     """
-    engine = make_engine(database_url, processes=processes)
-    return SqlJobStore(engine, hub=hub, clock=clock, ids=ids)
+    engine = make_engine(database_url, processes=processes, database=database)
+    return SqlJobStore(engine, hub=hub, clock=clock, ids=ids, database=database)

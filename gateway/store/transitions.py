@@ -162,6 +162,98 @@ class Transitions(StoreBase):
             )
             return result.rowcount == 1
 
+    async def extend_deadline(
+        self, attempt_id: str, worker_id: str, *, deadline_s: float, lease_ttl: float
+    ) -> bool:
+        """Give a running attempt of this worker's, not sent yet, a fresh deadline and lease.
+
+        For an attempt that waited so long between its claim and its call (a slow
+        database) that too little of its deadline is left to call with: sent now, it
+        would end ``unknown`` without the provider ever seeing it.
+        """
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return False
+            tx, job_id = found
+            now = self._now()
+            row = await self._move(
+                tx.conn,
+                attempt_id,
+                [A.RUNNING],
+                A.RUNNING,
+                {
+                    "deadline_at": now + dt.timedelta(seconds=deadline_s),
+                    "lease_expires_at": now + dt.timedelta(seconds=lease_ttl),
+                },
+                extra_where=[attempts.c.lease_owner == worker_id],
+            )
+            if row is None:
+                return False
+            await self._event(
+                tx.conn,
+                job_id,
+                "deadline_renewed",
+                {"why": "claimed long before its call", "deadline_s": deadline_s},
+                attempt_id,
+            )
+            return True
+
+    async def release_unsent(self) -> list[str]:
+        """Put the attempts ``never_sent`` names back in the queue; return their ids.
+
+        Each goes from ``running`` (its lease still this worker's), or from ``unknown``
+        (its lease expired meanwhile, and this worker, the only one that could have sent
+        it, knows it did not), back to ``starting``, with a ``claim_released`` event. An
+        attempt that does not exist (its creation never committed) or moved on is
+        forgotten; one the database cannot be asked about now is tried again next time.
+        """
+        released: list[str] = []
+        for attempt_id, worker_id in list(self._unsent.items()):
+            try:
+                if await self._release(attempt_id, worker_id):
+                    released.append(attempt_id)
+            except Exception as exc:
+                if self.unavailable(exc, "release of an unsent claim"):
+                    break  # still away: every other release would fail the same way
+                raise
+            del self._unsent[attempt_id]
+        return released
+
+    async def _release(self, attempt_id: str, worker_id: str) -> bool:
+        async with self._attempt_tx(attempt_id) as found:
+            if found is None:
+                return False
+            tx, job_id = found
+            before = await self._attempt_row(tx.conn, attempt_id)
+            row = await self._move(
+                tx.conn,
+                attempt_id,
+                [A.RUNNING, A.UNKNOWN],
+                A.STARTING,
+                {
+                    "read_version": None,
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                    "deadline_at": None,
+                    "started_at": None,
+                    "error": None,
+                },
+                extra_where=[attempts.c.lease_owner == worker_id],
+            )
+            if row is None:
+                return False
+            detail = {"why": "never sent", "from": before.state, "worker": worker_id}
+            await self._event(tx.conn, job_id, "claim_released", detail, attempt_id)
+            await self._refresh_status(tx.conn, job_id)
+            tx.attempt_created = True  # a runner takes it from the queue
+            log.warning(
+                "attempt %s (job %s) was claimed but never sent; back in the queue",
+                attempt_id,
+                job_id,
+                extra={"job_id": job_id, "attempt_id": attempt_id, "from": before.state},
+            )
+            return True
+
     async def mark_unknown(
         self,
         attempt_id: str,

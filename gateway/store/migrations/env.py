@@ -25,7 +25,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = make_engine(config.get_main_option("sqlalchemy.url") or "")
+    engine = make_engine(config.get_main_option("sqlalchemy.url") or "", bounded=False)
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_run)

@@ -317,7 +317,7 @@ async def test_a_batch_of_new_jobs_looks_no_key_up_even_with_a_plan_made_on_empt
     assert batcher is not None
     captured: list[tuple[Any, ...]] = []
 
-    async def capture(jobs: Any) -> list[Any]:
+    async def capture(jobs: Any, timeout: float) -> list[Any]:
         captured.extend(jobs)
         raise RuntimeError("not sent: the test runs it")
 

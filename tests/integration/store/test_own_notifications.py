@@ -16,7 +16,7 @@ import pytest
 
 from gateway.notify import ChangeHub, listen_postgres
 from gateway.store import SqlJobStore, open_store
-from gateway.store.engine import listen_dsn
+from gateway.store.pg_connections import PostgresConnector
 
 pytestmark = pytest.mark.postgres
 
@@ -39,9 +39,7 @@ async def process(url: str) -> AsyncIterator[tuple[SqlJobStore, CountingHub]]:
     hub = CountingHub()
     store = await open_store(url, hub=hub)
     stop = asyncio.Event()
-    dsn = listen_dsn(url)
-    assert dsn is not None
-    relay = asyncio.create_task(listen_postgres(dsn, hub, stop))
+    relay = asyncio.create_task(listen_postgres(PostgresConnector(url).connect, hub, stop))
     try:
         await asyncio.sleep(0.3)  # LISTEN is in place
         yield store, hub

@@ -16,13 +16,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import pytest
 
 from gateway.domain.records import ClaimSpec, FinalizeOutcome
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
 from gateway.store import SqlJobStore, pg_wakeups
-from gateway.store.engine import listen_dsn
+from gateway.store.pg_connections import PostgresConnector
 
 pytestmark = pytest.mark.postgres
 
@@ -40,10 +39,9 @@ def pg_url(database_url: str) -> str:
 async def listener(url: str) -> AsyncIterator[asyncio.Queue[tuple[str, str, str | None]]]:
     """Another process's LISTEN: each notification, with the job's status read at once
     on a connection of its own (None for an attempt wake-up)."""
-    dsn = listen_dsn(url)
-    assert dsn is not None
-    listen = await asyncpg.connect(dsn)
-    reader = await asyncpg.connect(dsn)
+    connector = PostgresConnector(url)
+    listen = await connector.connect()
+    reader = await connector.connect()
     heard: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
     reads: set[asyncio.Task[None]] = set()
     one_at_a_time = asyncio.Lock()
@@ -127,7 +125,7 @@ async def test_the_commit_comes_first_and_the_wake_up_after_it(
         assert created.claimed is not None
         cancelled = await store.cancel(created.job.id)
         assert cancelled.job is not None
-        other = await asyncpg.connect(listen_dsn(pg_url))
+        other = await PostgresConnector(pg_url).connect()
         try:
             status = await other.fetchval("SELECT status FROM jobs WHERE id = $1", created.job.id)
         finally:
@@ -208,7 +206,7 @@ async def test_a_lost_wake_up_connection_is_replaced_and_its_backend_forgotten(
         assert (await next_note(heard))[1] == "job_before"
         first = wakeups._conn.get_server_pid()
         assert first in store.hub.own_backends  # its echo is dropped like the pool's
-        admin = await asyncpg.connect(listen_dsn(pg_url))
+        admin = await PostgresConnector(pg_url).connect()
         try:
             assert await admin.fetchval("SELECT pg_terminate_backend($1)", first)
         finally:

@@ -91,6 +91,7 @@ class SpyStore:
         self.reapable: list[AttemptRecord] = []
         self.unknown: list[AttemptRecord] = []
         self.claim_kwargs: list[dict[str, Any]] = []
+        self.extend_errors: list[Exception] = []  # raised by the next extend_deadline calls
 
     def named(self, name: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         return [(a, k) for n, a, k in self.calls if n == name]
@@ -132,6 +133,31 @@ class SpyStore:
         return AddAttemptResult(
             outcome=AddAttemptOutcome.ADDED, attempt=make_attempt(2, provider, reason=reason)
         )
+
+    def unavailable(self, exc: BaseException, where: str) -> bool:
+        """A ``ConnectionError`` plays the database going away."""
+        if isinstance(exc, ConnectionError):
+            self.calls.append(("unavailable", (type(exc).__name__, where), {}))
+            return True
+        return False
+
+    async def extend_deadline(
+        self, attempt_id: str, worker_id: str, *, deadline_s: float, lease_ttl: float
+    ) -> bool:
+        self.calls.append(("extend_deadline", (attempt_id, worker_id), {"deadline_s": deadline_s}))
+        if self.extend_errors:
+            raise self.extend_errors.pop(0)
+        return True
+
+    def never_sent(self, attempt_id: str, worker_id: str) -> None:
+        self.calls.append(("never_sent", (attempt_id, worker_id), {}))
+
+    async def release_unsent(self) -> list[str]:
+        return []
+
+    async def resolve(self, attempt_id: str, outcome: AttemptState, **kw: Any) -> TransitionResult:
+        self.calls.append(("resolve", (attempt_id, outcome), kw))
+        return TransitionResult(outcome=TransitionOutcome.CONFLICT)
 
     async def reap_expired_leases(self) -> list[AttemptRecord]:
         reaped, self.reapable = self.reapable, []

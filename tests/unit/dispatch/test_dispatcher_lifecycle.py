@@ -218,11 +218,11 @@ async def test_a_queued_attempt_gets_the_next_slot_before_a_new_job(
         await d.stop()
 
 
-async def test_a_database_error_while_deciding_leaves_the_attempt_to_the_reaper(
+async def test_a_bug_while_deciding_leaves_the_attempt_to_the_reaper(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
     d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05})
-    store.finalize_errors = [ConnectionError("database went away")]
+    store.finalize_errors = [RuntimeError("not the database")]
     claim(store, "job_1")
     claim(store, "job_2")
     await d.start()
@@ -238,6 +238,49 @@ async def test_a_database_error_while_deciding_leaves_the_attempt_to_the_reaper(
     [(args, _)] = store.named("finalize")
     assert args[0] == "att_job_2" and store.claims == []
     assert store.named("mark_unknown") == [] and store.named("fail_attempt") == []
+
+
+async def test_a_decision_the_database_could_not_take_is_tried_again(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    """The answer is in memory only: a failover that fails the deciding statement is
+    waited out (for as long as the lease lasts), not left to the reaper."""
+    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05, "lease_ttl": 5.0})
+    store.finalize_errors = [ConnectionError("failover"), ConnectionError("still away")]
+    claim(store, "job_1")
+    await d.start()
+    try:
+        for _ in range(200):
+            if store.named("finalize"):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await d.stop()
+
+    [(args, _)] = store.named("finalize")
+    assert args[0] == "att_job_1"
+    assert [a for a, _ in store.named("unavailable")] == [
+        ("ConnectionError", "decision"),
+        ("ConnectionError", "decision"),
+    ]
+    assert store.named("mark_unknown") == [] and store.named("fail_attempt") == []
+
+
+async def test_a_decision_is_not_tried_past_the_lease(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05, "lease_ttl": 0.6})
+    store.finalize_errors = [ConnectionError("away")] * 50
+    claim(store, "job_1")
+    await d.start()
+    try:
+        await asyncio.sleep(1.5)
+    finally:
+        await d.stop()
+
+    assert store.named("finalize") == []
+    tries = [a for a, _ in store.named("unavailable") if a[1] == "decision"]
+    assert len(tries) == 2  # a try after 0.25 s; the next pause (0.5 s) would pass the lease
 
 
 async def test_stop_lets_a_call_in_flight_finish_within_the_grace(

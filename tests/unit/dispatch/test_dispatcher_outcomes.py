@@ -74,7 +74,7 @@ async def test_provider_gets_downstream_key_and_the_time_left_until_the_deadline
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
     p1 = ScriptedProvider("p1")
-    d = make_dispatcher(providers=providers(p1=p1))
+    d = make_dispatcher(providers=providers(p1=p1), timeout=3.0)
     queue_claim(store, deadline_s=2.0)
 
     await d.run_once()
@@ -83,6 +83,40 @@ async def test_provider_gets_downstream_key_and_the_time_left_until_the_deadline
     assert request.idempotency_key == "job_1/1"
     assert request.model == "m-p1"
     assert 1.5 < request.timeout <= 2.0
+    assert store.named("extend_deadline") == []
+
+
+async def test_an_attempt_claimed_long_before_its_call_gets_a_fresh_deadline_first(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    """Sent with what is left (its creating statement was held up by a slow database),
+    the call would time out before the provider saw it, and end ``unknown``."""
+    p1 = ScriptedProvider("p1")
+    d = make_dispatcher(providers=providers(p1=p1), timeout=4.0)
+    queue_claim(store, deadline_s=0.01)
+
+    await d.run_once()
+
+    [(args, kw)] = store.named("extend_deadline")
+    assert args == ("att_1", "w-test") and kw == {"deadline_s": 4.0}
+    [request] = p1.requests
+    assert request.timeout == 4.0
+    assert len(store.named("finalize")) == 1 and store.named("mark_unknown") == []
+
+
+async def test_an_attempt_that_cannot_get_a_fresh_deadline_is_not_sent(
+    store: SpyStore, make_dispatcher: MakeDispatcher
+) -> None:
+    p1 = ScriptedProvider("p1")
+    d = make_dispatcher(providers=providers(p1=p1), timeout=4.0)
+    queue_claim(store, deadline_s=0.01)
+    store.extend_errors = [ConnectionError("database away")]
+
+    await d.run_once()
+
+    assert p1.requests == []
+    assert store.named("never_sent") == [(("att_1", "w-test"), {})]
+    assert store.named("mark_unknown") == [] and store.named("fail_attempt") == []
 
 
 async def test_claim_passes_each_providers_timeout_as_its_deadline(
@@ -206,7 +240,7 @@ async def test_a_hang_past_the_deadline_is_cut_off_and_unknown(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
     p1 = ScriptedProvider("p1", answer({"label": "late"}, delay=30.0))
-    d = make_dispatcher(providers=providers(p1=p1))
+    d = make_dispatcher(providers=providers(p1=p1), timeout=0.3)
     queue_claim(store, deadline_s=0.3)
 
     began = time.monotonic()
