@@ -271,14 +271,19 @@ def cmd_jobs_prune(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Migrate, start the bundled simulator if configured, and serve until interrupted."""
     from gateway.server import run_event_loop, serve, serve_workers
+    from gateway.store.replication import NoSynchronousStandby
 
     settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
     configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):
-        if settings.workers > 1:
-            serve_workers(settings)
-        else:
-            run_event_loop(serve(settings))
+        try:
+            if settings.workers > 1:
+                serve_workers(settings)
+            else:
+                run_event_loop(serve(settings))
+        except NoSynchronousStandby as exc:
+            print(f"onejob serve: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -68,8 +68,10 @@ async def serve(settings: Settings) -> None:
 
     from gateway.app import create_app
     from gateway.store import upgrade_database
+    from gateway.store.replication import check_synchronous_standby
 
     await upgrade_database(settings.database_url)
+    await check_synchronous_standby(settings.database_url, settings.database)
     async with _simulator_in_process(settings):
         app = create_app(settings)
         app.on_startup.append(tune_gc_after_startup)
@@ -83,8 +85,10 @@ def serve_workers(settings: Settings) -> None:
     import uvicorn
 
     from gateway.store import upgrade_database
+    from gateway.store.replication import check_synchronous_standby
 
     asyncio.run(upgrade_database(settings.database_url))
+    asyncio.run(check_synchronous_standby(settings.database_url, settings.database))
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
     with _simulator_process(settings), _shared_metrics_dir():
         _log_serving(settings)

@@ -394,14 +394,18 @@ class JobService:
             while True:
                 if stale:
                     # A re-read the database does not answer by the deadline leaves the
-                    # job as last known: the answer comes at the deadline, whatever the
-                    # database does (a partition, a failover).
-                    read = await _within(
-                        self.store.get_job(job.id, job.owner_id), deadline - time.monotonic()
-                    )
-                    if read is _LATE:
-                        return job
-                    if read is None:
+                    # job as last known, and one it fails is tried again at the next
+                    # poll: the answer comes at the deadline, whatever the database does
+                    # (a partition, a failover).
+                    try:
+                        read = await _within(
+                            self.store.get_job(job.id, job.owner_id), deadline - time.monotonic()
+                        )
+                    except Exception as exc:
+                        if not self.store.unavailable(exc, "wait"):
+                            raise
+                        read = job
+                    if read is _LATE or read is None:
                         return job
                     assert isinstance(read, JobRecord)
                     job = read

@@ -49,7 +49,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         dispatcher = settings.dispatcher.model_copy(update={"runners": args.runners})
         settings = settings.model_copy(update={"dispatcher": dispatcher})
     configure_logging(settings.log_level)
-    return asyncio.run(run_worker(settings, metrics_port=args.metrics_port))
+    from gateway.store.replication import NoSynchronousStandby
+
+    try:
+        return asyncio.run(run_worker(settings, metrics_port=args.metrics_port))
+    except NoSynchronousStandby as exc:
+        print(f"onejob worker: {exc}", file=sys.stderr)
+        return 2
 
 
 async def run_worker(
@@ -59,6 +65,7 @@ async def run_worker(
     from gateway.notify import ChangeHub
     from gateway.runtime import default_background, running
     from gateway.store import database_is_current
+    from gateway.store.replication import check_synchronous_standby
 
     if not await database_is_current(settings.database_url):
         print(
@@ -67,6 +74,7 @@ async def run_worker(
             file=sys.stderr,
         )
         return EXIT_NOT_MIGRATED
+    await check_synchronous_standby(settings.database_url, settings.database)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

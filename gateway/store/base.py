@@ -104,6 +104,8 @@ class StoreBase:
         )
         #: Whether the database answers, as this process saw last (one log line a change).
         self.health = DatabaseHealth(self.ping)
+        if self._wakeups is not None:
+            self._wakeups.unavailable = self.unavailable
         #: Attempts this process claimed and surely never sent (attempt id -> worker id),
         #: to put back in the queue once the database answers (``release_unsent``).
         self._unsent: dict[str, str] = {}

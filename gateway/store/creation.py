@@ -253,7 +253,9 @@ class CreationAndReads(StoreBase):
     ) -> tuple[list[JobRecord], str | None]:
         """List an owner's jobs newest first (ids are time-ordered ULIDs)."""
         limit = max(1, min(limit, MAX_LIST_LIMIT))
-        query = sa.select(jobs).where(jobs.c.owner_id == owner_id)
+        # PostgreSQL's listing indexes compare the owner under "C" (migration 0004).
+        owner = jobs.c.owner_id if self._sqlite else jobs.c.owner_id.collate("C")
+        query = sa.select(jobs).where(owner == owner_id)
         if status is not None:
             query = query.where(jobs.c.status == status.value)
         after = decode_cursor(cursor) if cursor is not None else None

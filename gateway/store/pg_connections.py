@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from gateway.settings import DatabaseConfig
+from gateway.store.failures import DatabaseUnreachable
 
 log = logging.getLogger("onejob.store")
 
@@ -94,10 +95,6 @@ class PostgresConnector:
             raise refused  # a wrong password or database name is a mistake, not an outage
         hosts = ", ".join(f"{host or 'default'}:{port or 'default'}" for host, port in self.targets)
         raise DatabaseUnreachable(f"no PostgreSQL host took a connection ({hosts})") from last
-
-
-class DatabaseUnreachable(ConnectionError):
-    """No host of the URL took a connection within its ``connect_timeout``; nothing was sent."""
 
 
 def set_keepalives(conn: Any, config: DatabaseConfig) -> bool:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -67,6 +67,8 @@ class Wakeups:
         self._sending: asyncio.Task[None] | None = None
         self.sent = 0  #: notifications sent (tests read these two)
         self.dropped = 0  #: notifications a failed send lost (the poll finds those changes)
+        #: The store's ``unavailable``: an outage is counted there, not logged per send.
+        self.unavailable: Callable[[BaseException, str], bool] | None = None
 
     def post(self, jobs: Iterable[str] = (), *, attempt: bool = False) -> None:
         """Announce committed changes: ``jobs`` changed; ``attempt``: one awaits a runner."""
@@ -99,7 +101,10 @@ class Wakeups:
             await asyncio.wait_for(conn.execute(NOTIFY, channels, payloads), SEND_TIMEOUT)
         except Exception as exc:  # a hint lost: the others' polls find these changes
             self.dropped += len(batch)
-            log.warning("wake-ups not sent (%d); other processes will poll: %s", len(batch), exc)
+            if self.unavailable is None or not self.unavailable(exc, "wake-ups"):
+                log.warning(
+                    "wake-ups not sent (%d); other processes will poll: %s", len(batch), exc
+                )
             await self._drop_connection()
             return
         self.sent += len(batch)

@@ -42,9 +42,20 @@ jobs = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("updated_at", sa.DateTime, nullable=False),
     sa.UniqueConstraint("owner_id", "idempotency_key", name=JOBS_OWNER_KEY_UNIQUE),
-    sa.Index("ix_jobs_owner_id_id", "owner_id", "id"),
-    sa.Index("ix_jobs_owner_id_status_id", "owner_id", "status", "id"),
 )
+
+#: An owner's jobs, newest first (``list_jobs``). On PostgreSQL ``owner_id`` is compared
+#: under ``COLLATE "C"`` here, so a key lookup can only take the unique index, whatever
+#: the statistics say (migration 0004 says why); SQLite has no such collation, nor needs it.
+for _name, _rest in (
+    ("ix_jobs_owner_id_id", ("id",)),
+    ("ix_jobs_owner_id_status_id", ("status", "id")),
+):
+    sa.Index(_name, jobs.c.owner_id.collate("C"), *(jobs.c[c] for c in _rest)).ddl_if(
+        dialect="postgresql"
+    )
+    sa.Index(_name, jobs.c.owner_id, *(jobs.c[c] for c in _rest)).ddl_if(dialect="sqlite")
+
 
 attempts = sa.Table(
     "attempts",

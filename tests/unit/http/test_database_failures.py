@@ -117,3 +117,34 @@ def test_untranslated_asyncpg_errors_of_the_raw_hot_path_are_classified_alike() 
     )
     assert not database_unavailable(asyncpg.exceptions.UniqueViolationError("duplicate key"))
     assert not database_unavailable(asyncpg.exceptions.InternalClientError("bad codec"))
+
+
+def test_a_standby_refusing_to_write_is_unavailable_and_nothing_was_written() -> None:
+    """A URL, DNS name or VIP still pointing at a demoted primary: 503, not 500, and the
+    client may retry knowing nothing was done."""
+    import asyncpg
+
+    from gateway.store.failures import outcome_unknown
+
+    error = asyncpg.exceptions.ReadOnlySQLTransactionError(
+        "cannot execute INSERT in a read-only transaction"
+    )
+    assert database_unavailable(error)
+    assert not outcome_unknown(error)
+    wrapped = sqlalchemy.exc.DBAPIError("INSERT ...", None, error)
+    assert database_unavailable(wrapped)
+    assert not outcome_unknown(wrapped)
+
+
+def test_a_statement_without_an_answer_may_have_been_done_and_one_never_sent_was_not() -> None:
+    from gateway.store.failures import DatabaseUnreachable, NotSent, outcome_unknown
+
+    late = sqlalchemy.exc.DBAPIError("SELECT 1", None, TimeoutError(), connection_invalidated=True)
+    assert outcome_unknown(late)
+    for never in (
+        NotSent("waited in line"),
+        DatabaseUnreachable("no host"),
+        sqlalchemy.exc.TimeoutError("pool"),
+    ):
+        assert database_unavailable(never)
+        assert not outcome_unknown(never)
