@@ -57,7 +57,7 @@ MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, ne
 #: gets a fresh deadline first (``_call_budget``).
 MIN_BUDGET_SHARE = 0.5
 #: Seconds between tries of a decision the database could not take (a failover, a
-#: partition), doubling up to ``DECISION_RETRY_MAX``, for as long as the lease lasts.
+#: partition), doubling up to ``DECISION_RETRY_MAX``, for ``dispatcher.decision_retry``.
 DECISION_RETRY_FIRST = 0.25
 DECISION_RETRY_MAX = 2.0
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
@@ -524,17 +524,19 @@ class Dispatcher:
         return fin.job
 
     async def _persist(self, what: str, write: Callable[[], Awaitable[_T]], error: Exception) -> _T:
-        """Try ``write`` again while the database is unavailable, as long as the lease lasts.
+        """Try ``write`` again while the database is unavailable, up to ``decision_retry``.
 
         The provider has answered (or definitely failed, or timed out): what it did is in
         this process's memory only. A failover or a partition that fails the deciding
         statement would otherwise leave the attempt to its lease, and then ``unknown``
         for an operator. Each write is guarded by the attempt's state, so a try whose
-        commit was lost with its answer is found done by the next one. ``error`` is the
-        first try's; anything but an unavailable database is raised at once.
+        commit was lost with its answer is found done by the next one; an answer that
+        outlived its lease resolves the attempt the reaper made ``unknown``
+        (``_late_answer``). ``error`` is the first try's; anything but an unavailable
+        database is raised at once.
         """
         pause = DECISION_RETRY_FIRST
-        give_up = time.monotonic() + self.config.lease_ttl
+        give_up = time.monotonic() + self.config.decision_retry
         while True:
             if not self.store.unavailable(error, what) or time.monotonic() + pause > give_up:
                 raise error

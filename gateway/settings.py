@@ -49,6 +49,10 @@ class DispatcherConfig(BaseModel):
     poll_interval: float = Field(default=1.0, gt=0)  # seconds, fallback when no wake-up arrives
     reap_interval: float = Field(default=2.0, gt=0)  # seconds
     shutdown_grace: float = Field(default=10.0, ge=0)  # seconds
+    #: Seconds a provider's answer (or failure) is kept trying to be recorded while the
+    #: database cannot take it (a partition, a failover); past its lease, a late answer
+    #: resolves the attempt the reaper made ``unknown``.
+    decision_retry: float = Field(default=120.0, ge=0, le=3600)
 
 
 class ReconcilerConfig(BaseModel):

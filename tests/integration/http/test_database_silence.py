@@ -29,7 +29,7 @@ from gateway.settings import DatabaseConfig
 from gateway.store import SqlJobStore, open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "faults"))  # the relay
-from fault_relay import FaultRelay  # noqa: E402
+from fault_relay import FaultRelay
 
 pytestmark = [
     pytest.mark.postgres,

@@ -245,7 +245,7 @@ async def test_a_decision_the_database_could_not_take_is_tried_again(
 ) -> None:
     """The answer is in memory only: a failover that fails the deciding statement is
     waited out (for as long as the lease lasts), not left to the reaper."""
-    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05, "lease_ttl": 5.0})
+    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05})
     store.finalize_errors = [ConnectionError("failover"), ConnectionError("still away")]
     claim(store, "job_1")
     await d.start()
@@ -266,10 +266,10 @@ async def test_a_decision_the_database_could_not_take_is_tried_again(
     assert store.named("mark_unknown") == [] and store.named("fail_attempt") == []
 
 
-async def test_a_decision_is_not_tried_past_the_lease(
+async def test_a_decision_is_not_tried_past_its_retry_window(
     store: SpyStore, make_dispatcher: MakeDispatcher
 ) -> None:
-    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05, "lease_ttl": 0.6})
+    d = make_dispatcher(dispatcher={"runners": 1, "poll_interval": 0.05, "decision_retry": 0.6})
     store.finalize_errors = [ConnectionError("away")] * 50
     claim(store, "job_1")
     await d.start()
@@ -280,7 +280,7 @@ async def test_a_decision_is_not_tried_past_the_lease(
 
     assert store.named("finalize") == []
     tries = [a for a, _ in store.named("unavailable") if a[1] == "decision"]
-    assert len(tries) == 2  # a try after 0.25 s; the next pause (0.5 s) would pass the lease
+    assert len(tries) == 2  # a try after 0.25 s; the next pause (0.5 s) would pass the window
 
 
 async def test_stop_lets_a_call_in_flight_finish_within_the_grace(
