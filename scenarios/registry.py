@@ -31,6 +31,9 @@ class ScenarioSpec:
     order: int  #: where it runs among the others (reports list them in this order)
     needs_postgres: bool = False
     timeout: float = SCENARIO_TIMEOUT  # seconds
+    #: Builds its own world around PostgreSQL (a network namespace, a failover cluster)
+    #: and runs once, in the run on PostgreSQL; the SQLite run lists it as skipped.
+    postgres_run_only: bool = False
 
 
 SCENARIOS: dict[str, ScenarioSpec] = {}
@@ -43,6 +46,7 @@ def scenario(
     order: int,
     needs_postgres: bool = False,
     timeout: float = SCENARIO_TIMEOUT,
+    postgres_run_only: bool = False,
 ) -> Callable[[ScenarioBody], ScenarioBody]:
     """Register the decorated coroutine as the scenario ``name``, run ``order``-th."""
 
@@ -50,7 +54,15 @@ def scenario(
         clash = next((s for s in SCENARIOS.values() if s.order == order and s.name != name), None)
         if clash is not None:
             raise ValueError(f"scenarios {clash.name!r} and {name!r} both have order {order}")
-        SCENARIOS[name] = ScenarioSpec(name, title, body, order, needs_postgres, timeout)
+        SCENARIOS[name] = ScenarioSpec(
+            name,
+            title,
+            body,
+            order,
+            needs_postgres or postgres_run_only,
+            timeout,
+            postgres_run_only,
+        )
         return body
 
     return register

@@ -22,6 +22,8 @@ from scenarios.setup import GatewayConfig, database_kind
 CAPTURE_TIMEOUT = 15.0  # seconds to read the watched jobs' timelines after a scenario
 #: Where a PostgreSQL-only scenario finds its database when the run itself is on SQLite.
 POSTGRES_ENV = ("ONEJOB_SCENARIO_POSTGRES_URL", "ONEJOB_TEST_DATABASE_URL")
+#: Why a scenario that builds its own world around PostgreSQL is skipped on SQLite.
+RUNS_IN_THE_POSTGRESQL_RUN = "runs in the run on PostgreSQL (--database-url postgresql+asyncpg://…)"
 
 
 @dataclasses.dataclass(slots=True)
@@ -114,6 +116,8 @@ async def run_scenario(
     started = time.monotonic()
     verdict, reason = Verdict.PASS, ""
     try:
+        if spec.postgres_run_only and database_kind(options.database_url) != "postgresql":
+            raise ScenarioSkipped(RUNS_IN_THE_POSTGRESQL_RUN)
         if spec.needs_postgres and database_kind(database_url) != "postgresql":
             raise ScenarioSkipped(
                 "needs PostgreSQL: pass --database-url postgresql+asyncpg://… or set "

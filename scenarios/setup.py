@@ -64,6 +64,7 @@ class GatewayConfig:
 
     sim_port: int
     certifications_path: Path
+    sim_host: str = "127.0.0.1"  #: where the gateway reaches the simulator
     primary: str = SIM_OPENAI
     fallbacks: tuple[str, ...] = (SIM_ANTHROPIC,)
     max_attempts: int = 3
@@ -77,10 +78,12 @@ class GatewayConfig:
     openai_reconcile: bool = False  #: sim-openai stores completions; the reconciler asks
     reconcile_interval: float = 0.5  # seconds between reconciler passes
     reconcile_grace: float = 0.5  # seconds past a deadline before the reconciler asks
+    #: ``[database]`` keys to set (``timeout``, ``connect_timeout``, ...); none: defaults.
+    database: dict[str, float | str] = dataclasses.field(default_factory=dict)
 
     def toml(self) -> str:
         """Render the config as TOML (``gateway.settings.Settings`` shape)."""
-        base = f"http://127.0.0.1:{self.sim_port}"
+        base = f"http://{self.sim_host}:{self.sim_port}"
         lines = [
             f"certifications_path = {json.dumps(str(self.certifications_path))}",
             "",
@@ -121,6 +124,9 @@ class GatewayConfig:
             f"grace = {self.reconcile_grace}",
             "",
         ]
+        if self.database:
+            lines += ["[database]", *(f"{k} = {json.dumps(v)}" for k, v in self.database.items())]
+            lines.append("")
         return "\n".join(lines)
 
     def write(self, path: Path) -> Path:
