@@ -259,8 +259,10 @@ class ScenarioContext:
         self._watched.append((gateway, key, job_id, sim, label))
 
     async def capture_watched(self) -> None:
-        """Capture every watched job (skipping those whose gateway is gone)."""
-        for gateway, key, job_id, sim, label in self._watched:
+        """Capture every watched job not captured yet (skipping those whose gateway is
+        gone); a scenario whose gateways go before the runner's capture calls it itself."""
+        watched, self._watched = self._watched, []
+        for gateway, key, job_id, sim, label in watched:
             if not gateway.running:
                 self.note(f"timeline of {job_id} not captured: {gateway.name} is not running")
                 continue

@@ -70,13 +70,17 @@ class NotSent(TimeoutError):
     """A statement waited its whole deadline for its turn and was never sent."""
 
 
+class NoAnswer(TimeoutError):
+    """The database did not answer within a deadline of ours (a readiness probe's)."""
+
+
 class DatabaseUnreachable(ConnectionError):
     """No host of the URL took a connection within its ``connect_timeout``; nothing was sent."""
 
 
 def database_unavailable(exc: BaseException) -> bool:
     """Say whether ``exc`` means the database is unreachable or the connection was lost."""
-    if isinstance(exc, NotSent | DatabaseUnreachable):
+    if isinstance(exc, NotSent | NoAnswer | DatabaseUnreachable):
         return True
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
         return _dbapi_unavailable(exc)

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from gateway.settings import DatabaseConfig
-from gateway.store.failures import DatabaseUnreachable
+from gateway.store.failures import DatabaseUnreachable, NoAnswer
 
 log = logging.getLogger("onejob.store")
 
@@ -167,9 +167,9 @@ class ReadinessProbe:
         self._lock = asyncio.Lock()
 
     async def ping(self, timeout: float) -> None:
-        """Return once PostgreSQL answered; raise ``TimeoutError`` or its error otherwise."""
-        async with asyncio.timeout(timeout):
-            async with self._lock:
+        """Return once PostgreSQL answered; raise ``NoAnswer`` or its error otherwise."""
+        try:
+            async with asyncio.timeout(timeout), self._lock:
                 try:
                     if self._conn is None or self._conn.is_closed():
                         self._conn = await self._connector.connect()
@@ -178,6 +178,8 @@ class ReadinessProbe:
                     terminate(self._conn)
                     self._conn = None
                     raise
+        except TimeoutError as exc:
+            raise NoAnswer(f"PostgreSQL did not answer within {timeout:g} s") from exc
 
     async def close(self) -> None:
         """Close the probe's connection."""
