@@ -113,8 +113,10 @@ def create_app(
     # Around Litestar's whole handler, not its per-route middleware: 404, 405 and the
     # refusal of an encoded slash happen before any route is chosen, and are logged too.
     # Inside them, POST /v1/jobs goes straight to its handler (gateway.http.direct).
-    direct = direct_create_route(app, app.asgi_handler, handle_exception)
-    app.asgi_handler = access_log_middleware(raw_path_guard(direct))
+    handler = app.asgi_handler
+    if settings.shortcuts.direct_route:
+        handler = direct_create_route(app, handler, handle_exception)
+    app.asgi_handler = access_log_middleware(raw_path_guard(handler))
     return app
 
 

@@ -253,7 +253,11 @@ class Dispatcher:
             worker_id=self.worker_id,
             lease_ttl=self.config.lease_ttl,
             deadline_s=cfg.timeout if cfg is not None else DEFAULT_DEADLINE,
-            meanwhile=_Prompt(contract, job.input) if job is not None and contract else None,
+            meanwhile=(
+                _Prompt(contract, job.input)
+                if job is not None and contract and self.settings.shortcuts.prompt_meanwhile
+                else None
+            ),
         )
 
     def release(self) -> None:
@@ -495,11 +499,12 @@ class Dispatcher:
             fin = await self._persist("decision", decide, exc)
         if fin.outcome is FinalizeOutcome.STALE:
             fin = await self._late_answer(attempt, result, fin, ids)
-        # Two loop turns for this process's waiters, woken by the decision, before the
-        # bookkeeping below: one to answer, one for the edge to send what they wrote
-        # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        if self.settings.shortcuts.write_batching:
+            # Two loop turns for this process's waiters, woken by the decision, before the
+            # bookkeeping below: one to answer, one for the edge to send what they wrote
+            # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
         await self._check_model(job, attempt, result, ids)
         outcome = {
             FinalizeOutcome.WON: AttemptOutcome.SUCCEEDED,

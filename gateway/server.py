@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any
 
-from gateway.http.edge import EdgeProtocol
+from gateway.http.edge import edge_protocol
 from gateway.metrics import MULTIPROC_DIR_ENV
 from gateway.settings import Settings
 
@@ -58,7 +58,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "access_log": False,  # our middleware writes one access line per request
         "lifespan": "on",
         # httptools (llhttp) refuses CL+TE; EdgeProtocol adds header deadline and limits.
-        "http": EdgeProtocol,
+        "http": edge_protocol(settings.shortcuts.write_batching),
     }
 
 

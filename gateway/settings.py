@@ -24,6 +24,7 @@ MAX_WORKERS = 64  # server processes of one host, at most
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./onejob.db"
 DEFAULT_SIM_PORT = 8765
+SHORTCUTS_ENV = "ONEJOB_SHORTCUTS"  #: ``off``: every speed shortcut runs its plain path
 
 
 class RouteConfig(BaseModel):
@@ -99,6 +100,55 @@ class DatabaseConfig(BaseModel):
     synchronous_standby: Literal["off", "warn", "require"] = "warn"
 
 
+class ShortcutsConfig(BaseModel):
+    """Speed shortcuts around libraries, each on by default; off runs the plain library path.
+
+    Each was measured to pay for itself and relies on something of a dependency that
+    its maintainers may change (``gateway/shortcuts.py`` lists them: what each bypasses,
+    the private names it uses, the measurement). Turning one off is the way back when an
+    upgrade breaks it, and what the tests run both ways: ``ONEJOB_SHORTCUTS=off`` turns
+    them all off.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: ``POST /v1/jobs`` straight to its handler (plain: Litestar's router).
+    direct_route: bool = True
+    #: A connection's writes of one loop turn in one send (plain: uvicorn writes at once).
+    write_batching: bool = True
+    #: Providers are called over onejob's HTTP/1.1 pool (plain: httpx's own transport).
+    provider_pool: bool = True
+    #: PostgreSQL's one-statement paths on pooled asyncpg connections taken bare
+    #: (plain: SQLAlchemy connections).
+    bare_connections: bool = True
+    #: PostgreSQL creations that queue while one is on the wire go in one statement
+    #: (plain: each alone).
+    creation_batches: bool = True
+    #: SQLite runs on the event loop's thread (plain: aiosqlite's thread per connection).
+    sqlite_inline: bool = True
+    #: A new job's first attempt is claimed by its creating statement and run in the
+    #: process that took the request (plain: it is queued for any runner to claim).
+    first_attempt_in_process: bool = True
+    #: That attempt's prompt is rendered while the creating statement is on the wire
+    #: (plain: when the attempt starts).
+    prompt_meanwhile: bool = True
+
+    @classmethod
+    def all_off(cls) -> ShortcutsConfig:
+        """Return the plain library path everywhere."""
+        return cls(**dict.fromkeys(cls.model_fields, False))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ShortcutsConfig:
+        """Return the defaults, or all off when ``ONEJOB_SHORTCUTS`` says ``off``."""
+        value = (os.environ if env is None else env).get(SHORTCUTS_ENV, "").strip().lower()
+        if value in ("", "on"):
+            return cls()
+        if value in ("off", "plain"):
+            return cls.all_off()
+        raise ValueError(f"{SHORTCUTS_ENV} must be on or off, not {value!r}")
+
+
 class SimulatorConfig(BaseModel):
     """The bundled simulator that ``onejob serve`` starts when asked to (the default)."""
 
@@ -133,6 +183,8 @@ class Settings(BaseModel):
     dispatcher: DispatcherConfig = DispatcherConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
     database: DatabaseConfig = DatabaseConfig()
+    #: ``ONEJOB_SHORTCUTS=off`` turns every one off, over the file's ``[shortcuts]``.
+    shortcuts: ShortcutsConfig = Field(default_factory=ShortcutsConfig.from_env)
     simulator: SimulatorConfig = SimulatorConfig()
 
     @model_validator(mode="before")
@@ -303,5 +355,7 @@ def load_settings(
     for var, field in _ENV_DATABASE_FIELDS.items():
         if var in env:
             data["database"] = {**data.get("database", {}), field: env[var]}
+    if ShortcutsConfig.from_env(env) == ShortcutsConfig.all_off():
+        data["shortcuts"] = ShortcutsConfig.all_off().model_dump()
     data.update({k: v for k, v in overrides.items() if v is not None})
     return Settings.model_validate(data)

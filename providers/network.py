@@ -163,13 +163,35 @@ class ProviderClient(httpx.AsyncClient):
         return response
 
 
-def provider_client(
-    limits: httpx.Limits, transport: httpx.AsyncBaseTransport | None = None
-) -> httpx.AsyncClient:
-    """Return the ``httpx.AsyncClient`` the provider adapters share (``ProviderClient``).
+class PlainProviderClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` as httpx ships it, keeping no cookies (shortcut
+    ``provider_pool`` off): its own transport, every call through ``send``."""
 
-    Its transport is ``Http1Transport`` within ``limits``; a ``transport`` given (a
-    test's ``MockTransport``) is used as it is. Proxies from the environment keep httpx's
-    own transports (``limits`` applies to them too). It keeps no cookies (``NoCookies``).
+    _no_cookies = NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        """Ignore: this client keeps no cookies."""
+
+
+def provider_client(
+    limits: httpx.Limits,
+    transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    own_pool: bool = True,
+) -> httpx.AsyncClient:
+    """Return the ``httpx.AsyncClient`` the provider adapters share.
+
+    ``own_pool`` (the ``provider_pool`` shortcut): ``ProviderClient``, whose transport is
+    ``Http1Transport`` within ``limits``; else ``PlainProviderClient``, httpx's own
+    transport within ``limits``. A ``transport`` given (a test's ``MockTransport``) is
+    used as it is. Proxies from the environment keep httpx's own transports (``limits``
+    applies to them too). Either keeps no cookies (``NoCookies``).
     """
-    return ProviderClient(transport=transport, limits=limits)
+    if own_pool:
+        return ProviderClient(transport=transport, limits=limits)
+    return PlainProviderClient(transport=transport, limits=limits)

@@ -81,6 +81,7 @@ class DispatcherService:
                 keepalive_expiry=KEEPALIVE_EXPIRY,
             ),
             self._transport,
+            own_pool=self.settings.shortcuts.provider_pool,
         )
         providers = {
             name: build_provider(cfg, self._client) for name, cfg in self.settings.providers.items()
@@ -98,7 +99,7 @@ class DispatcherService:
             worker_id=self._worker_id,
         )
         await self.dispatcher.start()
-        if self._service is not None:
+        if self._service is not None and self.settings.shortcuts.first_attempt_in_process:
             self._service.use_local_runner(self.dispatcher)
         if self.settings.reconciler.enabled:
             reconciler = build_reconciler(

@@ -41,6 +41,8 @@ class EdgeProtocol(HttpToolsProtocol):
     header_timeout = HEADER_TIMEOUT
     max_headers = MAX_HEADERS
     max_header_bytes = MAX_HEADER_BYTES
+    #: Send a turn's writes at its end (``OneWritePerTurn``, shortcut ``write_batching``).
+    write_batching = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,7 +56,8 @@ class EdgeProtocol(HttpToolsProtocol):
         """Start the header deadline as the connection opens (a silent client is slow too);
         a turn's writes go out at its end (``OneWritePerTurn``)."""
         super().connection_made(transport)
-        self.transport = OneWritePerTurn(transport, self.loop)  # type: ignore[assignment]
+        if self.write_batching:
+            self.transport = OneWritePerTurn(transport, self.loop)  # type: ignore[assignment]
         self._arm_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -153,6 +156,17 @@ class EdgeProtocol(HttpToolsProtocol):
         self.transport.close()
         client = f"{self.client[0]}:{self.client[1]}" if self.client else None
         log.info("refused at the edge: %s", kind, extra={"status": status, "client": client})
+
+
+class PlainEdgeProtocol(EdgeProtocol):
+    """The edge's limits, each write sent as uvicorn sends it (``write_batching`` off)."""
+
+    write_batching = False
+
+
+def edge_protocol(write_batching: bool) -> type[EdgeProtocol]:
+    """Return the protocol class uvicorn is given (``[shortcuts] write_batching``)."""
+    return EdgeProtocol if write_batching else PlainEdgeProtocol
 
 
 class OneWritePerTurn:
