@@ -66,8 +66,8 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     ),
     Shortcut(
         setting="bare_connections",
-        code="gateway/store/pg_round_trips.py (checkout, KeptConnections); "
-        "gateway/store/sqlite_round_trips.py",
+        code="gateway/store/pg_bare.py (checkout, KeptConnections); "
+        "gateway/store/sqlite_bare.py; gateway/store/database.py (alone, statements)",
         skips="SQLAlchemy's Connection around the pooled driver connection, for the "
         "one-statement PostgreSQL paths and SQLite's creation and winning decision",
         measured="PostgreSQL ~20 against ~250 us of CPU around a statement; SQLite creation "
@@ -77,7 +77,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     ),
     Shortcut(
         setting="creation_batches",
-        code="gateway/store/pg_creations.py",
+        code="gateway/store/creation_batches.py",
         skips="one creation statement per request",
         measured="PostgreSQL's cost per created job 0.13 against 0.28 ms (batches of ~6)",
         decision="PostgreSQL creations go as a group commit: one statement per process on the wire",
@@ -106,7 +106,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     ),
     Shortcut(
         setting="prompt_meanwhile",
-        code="gateway/dispatcher.py (_Prompt); gateway/store/pg_round_trips.py (fetch)",
+        code="gateway/dispatcher.py (_Prompt); gateway/store/pg_bare.py (fetch)",
         skips="rendering the first attempt's prompt after its creation committed",
         measured="sync at 1 connection: p50 0.967x (duel, 5 rounds)",
         decision="A first attempt's prompt is rendered while its creation is on the wire",

@@ -1,7 +1,7 @@
 """The creation statement as pgbench runs it: the store's own SQL, with pgbench values.
 
 ``python -m scenarios.load.compare`` runs pgbench with this script, so "onejob against its
-own database" compares the gateway with the statement it sends (``pg_round_trips.CREATE``,
+own database" compares the gateway with the statement it sends (``create.CREATE``,
 with the first attempt claimed, as the fast path sends it), not with a hand-written copy.
 The gateway sends ``CREATE_BY_KEY`` (the API key checked in the statement): pgbench gave
 the two the same TPS within noise (docs/benchmarks.md). Its parameters
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from gateway.store.pg_round_trips import CREATE
+from gateway.store.create import CREATE
 
 _INPUT = {
     "ticket_id": "SUP-42",

@@ -73,6 +73,7 @@ def make_engine(
     processes: int = 1,
     database: DatabaseConfig | None = None,
     bounded: bool = True,
+    sqlite_inline: bool = True,
     **kwargs: Any,
 ) -> AsyncEngine:
     """Create the process's engine; on SQLite every transaction takes the write lock at BEGIN.
@@ -82,7 +83,8 @@ def make_engine(
     ``processes`` server processes share one host's PostgreSQL connections
     (``pg_pool_share``). On PostgreSQL every wait has ``database``'s deadline
     (``bound_waits``); ``bounded=False`` lifts the statement deadline only, for work
-    that may rightly take long (migrations).
+    that may rightly take long (migrations). ``sqlite_inline`` (a shortcut): SQLite on the
+    event loop's thread (``sqlite_inline``), else on aiosqlite's thread per connection.
     """
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
@@ -107,7 +109,11 @@ def make_engine(
     # Every call runs on the event loop's thread (sqlite_inline says why); a pooled
     # connection may still be handed to another loop's thread (migrations, tests).
     cparams["check_same_thread"] = False
-    kwargs.setdefault("async_creator", inline_creator(path, SQLITE_BUSY_TIMEOUT / 1000, cparams))
+    if sqlite_inline:
+        creator = inline_creator(path, SQLITE_BUSY_TIMEOUT / 1000, cparams)
+        kwargs.setdefault("async_creator", creator)
+    else:  # aiosqlite's thread waits in SQLite's own busy handler
+        kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT / 1000})
     engine = create_async_engine(url, **kwargs)
 
     @event.listens_for(engine.sync_engine, "connect")

@@ -9,19 +9,17 @@ import secrets
 
 import sqlalchemy as sa
 
-from gateway.domain.records import (
-    Principal,
-)
-from gateway.store.base import StoreBase
-from gateway.store.rows import (
-    hash_key,
-)
-from gateway.store.statements import (
-    AUTHENTICATE,
-)
+from gateway.domain.records import Principal
+from gateway.store.database import Database
+from gateway.store.rows import hash_key
 from gateway.store.tables import api_keys
 
 log = logging.getLogger("onejob.store")
+
+#: An unrevoked key's owner and scopes, by the key's hash (built once: it is on every request).
+AUTHENTICATE = sa.select(api_keys.c.id, api_keys.c.owner_id, api_keys.c.scopes).where(
+    api_keys.c.key_hash == sa.bindparam("key_hash"), api_keys.c.revoked_at.is_(None)
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,28 +33,30 @@ class ApiKeyInfo:
     revoked_at: dt.datetime | None
 
 
-class ApiKeys(StoreBase):
+class ApiKeys:
     """Create, check and revoke API keys."""
+
+    db: Database
 
     async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
         """Create a key; return ``(key_id, secret)``. Only the secret's sha256 is stored."""
-        key_id = self.ids.new("key")
+        key_id = self.db.ids.new("key")
         secret = "oj_" + secrets.token_urlsafe(32)
-        async with self._tx() as tx:
+        async with self.db.write() as tx:
             await tx.conn.execute(
                 api_keys.insert().values(
                     id=key_id,
                     owner_id=owner_id,
                     key_hash=hash_key(secret),
                     scopes=" ".join(sorted(scopes)),
-                    created_at=self._now(),
+                    created_at=self.db.now(),
                 )
             )
         return key_id, secret
 
     async def authenticate(self, secret: str) -> Principal | None:
         """Return the principal of an unrevoked key, or None."""
-        async with self._read_once() as conn:
+        async with self.db.read_once() as conn:
             row = (await conn.execute(AUTHENTICATE, {"key_hash": hash_key(secret)})).one_or_none()
         if row is None:
             return None
@@ -64,11 +64,11 @@ class ApiKeys(StoreBase):
 
     async def revoke_api_key(self, key_id: str) -> bool:
         """Revoke a key; say whether it was active."""
-        async with self._tx() as tx:
+        async with self.db.write() as tx:
             moved = await tx.conn.execute(
                 api_keys.update()
                 .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-                .values(revoked_at=self._now())
+                .values(revoked_at=self.db.now())
             )
             return moved.rowcount == 1
 
@@ -83,7 +83,7 @@ class ApiKeys(StoreBase):
         ).order_by(api_keys.c.created_at, api_keys.c.id)
         if owner_id is not None:
             query = query.where(api_keys.c.owner_id == owner_id)
-        async with self._read() as conn:
+        async with self.db.read() as conn:
             rows = (await conn.execute(query)).all()
         return [
             ApiKeyInfo(r.id, r.owner_id, frozenset(r.scopes.split()), r.created_at, r.revoked_at)
@@ -95,10 +95,10 @@ class ApiKeys(StoreBase):
 
         Return ``(new_key_id, secret)``, or None when ``key_id`` is not an active key.
         """
-        new_id = self.ids.new("key")
+        new_id = self.db.ids.new("key")
         secret = "oj_" + secrets.token_urlsafe(32)
-        async with self._tx() as tx:
-            now = self._now()
+        async with self.db.write() as tx:
+            now = self.db.now()
             old = (
                 await tx.conn.execute(
                     api_keys.update()

@@ -13,7 +13,7 @@ So the store commits first and notifies after, here, for what its transactions c
 attempt no runner of this process took. Those wake-ups coalesce: "an attempt was created"
 carries nothing, so a burst of creations costs one NOTIFY, and wake-ups posted while a
 send is on the wire go together in the next one, with no timer. The one exception is the
-winning decision in one statement (``pg_round_trips.FINALIZE_ALONE``): it keeps its
+winning decision in one statement (``finalize.FINALIZE_ALONE``): it keeps its
 ``pg_notify``, because a send of its own after it cost the sync path more than the lock
 did on this machine (an extra round trip per job: +0.25 ms p50 at 1 connection, -3 % at
 16, alternated in docs/benchmarks.md), and decisions did not reach the lock's ceiling.

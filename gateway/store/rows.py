@@ -1,4 +1,7 @@
-"""Rows to records and back: timestamps, cursors, key hashes (no I/O)."""
+"""Rows to records and back, whatever brought them: SQLAlchemy rows, mappings by column
+(asyncpg records, SQLAlchemy ``RowMapping``), SQLite tuples read with SQLAlchemy's own
+column processors (``Codec``); JSON parameters as text; timestamps, cursors, key hashes.
+No I/O."""
 
 from __future__ import annotations
 
@@ -6,15 +9,21 @@ import base64
 import datetime as dt
 import enum
 import hashlib
+import json
 import logging
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+import msgspec
+import sqlalchemy as sa
 
 from gateway.domain.records import (
     AttemptRecord,
     JobRecord,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.store.tables import attempts, job_events, jobs
 
 log = logging.getLogger("onejob.store")
 
@@ -135,3 +144,131 @@ def decode_cursor(cursor: str) -> str:
     if not raw.startswith("job_") or not raw.isprintable() or len(raw) > 40:
         raise ValueError("invalid cursor")
     return raw
+
+
+# -- mappings by column (asyncpg records, SQLAlchemy RowMapping) ------------------------------
+
+JOB_COLUMNS = [c.name for c in jobs.c]
+ATTEMPT_COLUMNS = [c.name for c in attempts.c]
+#: An event's columns, in the order of the multi-row statements (``events``).
+EVENT_COLUMNS = ("job_id", "attempt_id", "kind", "detail", "at")
+
+
+def prefixed(alias: str, prefix: str, columns: Sequence[str]) -> str:
+    """``alias.column AS <prefix>column, ...``: a job's and an attempt's columns in one row."""
+    return ", ".join(f"{alias}.{c} AS {prefix}{c}" for c in columns)
+
+
+#: Each column's name, and its name in a record with its table's prefix (``_select``):
+#: spelled once, not per column of every row read.
+_JOB_NAMES = tuple((c, f"j_{c}") for c in JOB_COLUMNS)
+_ATTEMPT_NAMES = tuple((c, f"a_{c}") for c in ATTEMPT_COLUMNS)
+
+
+def as_row(record: Any, names: Sequence[tuple[str, str]]) -> types.SimpleNamespace | None:
+    """Read the prefixed columns ``names`` (column, name in ``record``) of an asyncpg
+    record as a row (None when its ``id`` is NULL: a job without that attempt)."""
+    values = {column: record[name] for column, name in names}
+    if values["id"] is None:
+        return None
+    return types.SimpleNamespace(**values)
+
+
+def job_of(records: Sequence[Any]) -> JobRecord:
+    """Read a job from a row per attempt, its columns repeated (``j_``, ``a_`` prefixes)."""
+    job_row = as_row(records[0], _JOB_NAMES)
+    rows = [as_row(r, _ATTEMPT_NAMES) for r in records]
+    return job_record(job_row, [r for r in rows if r is not None])
+
+
+def as_json(value: Any) -> str:
+    """Encode a JSON parameter as text, as the jsonb codec on the connection expects.
+
+    NaN and the infinities are refused (``ValueError``), as JSON has none: a provider's
+    result is checked here.
+    """
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def as_checked_json(value: Any) -> str:
+    """Encode a value already known to be storable JSON as text: a request's parsed input
+    (``gateway.http.body`` refused NaN, the infinities and unpaired surrogates) or a
+    scrubbed event detail.
+
+    msgspec writes the same JSON value as ``as_json`` (jsonb keeps values, not text)
+    at a twelfth of its cost; a creation encodes three (its input and two events). It
+    would write a NaN as ``null`` where ``as_json`` refuses it, so a provider's result
+    goes through ``as_json``.
+    """
+    return _encode_json(value).decode()
+
+
+_encode_json = msgspec.json.Encoder().encode
+
+
+# -- SQLite tuples ------------------------------------------------------------------------------
+
+
+Processor = Callable[[Any], Any] | None
+
+
+class Codec:
+    """SQLAlchemy's own bind and result processors for the tables' columns on SQLite."""
+
+    def __init__(self, dialect: sa.Dialect) -> None:
+        def binds(table: sa.Table) -> dict[str, Processor]:
+            return {c.name: c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.c}
+
+        def results(table: sa.Table) -> list[Processor]:
+            return [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in table.c]
+
+        self._bind = {"jobs": binds(jobs), "attempts": binds(attempts), "events": binds(job_events)}
+        self._job_results = results(jobs)
+        self._attempt_results = results(attempts)
+
+    def bind(self, table: str, column: str, value: Any) -> Any:
+        """One value as SQLAlchemy would send it for ``table.column`` (``None`` too: a
+        JSON column stores it as JSON ``null``, as Core does)."""
+        proc = self._bind[table][column]
+        return value if proc is None else proc(value)
+
+    def params(self, table: str, values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+        """The positional parameters of ``columns`` from ``values``: an absent column is
+        SQL NULL (Core leaves it out of the INSERT), a present one goes through ``bind``."""
+        return [self.bind(table, c, values[c]) if c in values else None for c in columns]
+
+    def event_params(self, rows: Sequence[tuple[str, str | None, str, Any, Any]]) -> list[Any]:
+        """Parameters of ``insert_events_sql(len(rows))``: ``(job_id, attempt_id, kind,
+        detail, at)`` each."""
+        out: list[Any] = []
+        for row in rows:
+            out.extend(
+                self.params("events", dict(zip(EVENT_COLUMNS, row, strict=True)), EVENT_COLUMNS)
+            )
+        return out
+
+    def job_row(self, raw: Sequence[Any]) -> types.SimpleNamespace:
+        return _row(raw, JOB_COLUMNS, self._job_results)
+
+    def attempt_row(self, raw: Sequence[Any]) -> types.SimpleNamespace:
+        return _row(raw, ATTEMPT_COLUMNS, self._attempt_results)
+
+    def job_with_attempts(
+        self, raws: Sequence[Sequence[Any]]
+    ) -> tuple[types.SimpleNamespace, list[types.SimpleNamespace]]:
+        """Read rows of a job's columns then an attempt's (at least one row; an attempt's
+        NULL id: none): the job and its attempts."""
+        n = len(JOB_COLUMNS)
+        tried = [self.attempt_row(raw[n:]) for raw in raws if raw[n] is not None]
+        return self.job_row(raws[0][:n]), tried
+
+
+def _row(
+    raw: Sequence[Any], names: Sequence[str], procs: Sequence[Processor]
+) -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        **{
+            name: value if proc is None or value is None else proc(value)
+            for name, value, proc in zip(names, raw, procs, strict=True)
+        }
+    )

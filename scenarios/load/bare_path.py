@@ -7,9 +7,9 @@ rounds (``compare.p3_rounds``; ``compare`` runs the same rounds on PostgreSQL). 
 request the bare server does what a sync job cannot do without, and nothing else, on
 uvloop with httptools and asyncpg as the gateway does:
 
-1. ``pg_round_trips.CREATE``: the job, its first attempt claimed, its events, one commit;
+1. ``create.CREATE``: the job, its first attempt claimed, its events, one commit;
 2. the upstream's Chat Completions call over a kept-alive connection, its answer decoded;
-3. ``pg_round_trips.FINALIZE_ALONE``: the compare-and-swap decision, one commit;
+3. ``finalize.FINALIZE_ALONE``: the compare-and-swap decision, one commit;
 4. a 201 with the decided job's status.
 
 No API key, schema, fingerprint, prompt, lease timer, metric, log line or framework. The
@@ -34,7 +34,8 @@ from typing import Any
 
 import httptools
 
-from gateway.store.pg_round_trips import CREATE, FINALIZE_ALONE
+from gateway.store.create import CREATE
+from gateway.store.finalize import FINALIZE_ALONE
 from scenarios.load import compare, duel
 from scenarios.load.bench import say, write_report
 

@@ -14,11 +14,6 @@ import pytest
 from fault_relay import FaultRelay
 from sqlalchemy.engine import make_url
 
-from gateway.settings import DatabaseConfig
-
-#: Short deadlines, so a test waits seconds, not the defaults' five.
-FAST = DatabaseConfig(timeout=1.0, connect_timeout=1.0)
-
 
 @pytest.fixture
 def pg_url(database_url: str) -> str:

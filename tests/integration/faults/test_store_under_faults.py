@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import FAST
-from fault_relay import FaultRelay
+from fault_relay import FAST, FaultRelay
 
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, CreateOutcome, FinalizeOutcome, NewJob

@@ -131,10 +131,10 @@ async def test_postgresql_reads_no_key_apart_from_the_creating_statement(
     replayed = await _post(client, keys.alice)
     assert (created.status_code, replayed.status_code) == (201, 200)
     # SQLite has no round trip to save: it reads the key, then creates.
-    assert len(reads) == (2 if store._sqlite else 0)
+    assert len(reads) == (2 if store.db.name == "sqlite" else 0)
     # A refusal of the request still reads the key first, on both.
     assert (await _post(client, keys.alice, key=None)).status_code == 400
-    assert len(reads) == (3 if store._sqlite else 1)
+    assert len(reads) == (3 if store.db.name == "sqlite" else 1)
 
 
 async def test_fifty_clicks_with_one_key_make_one_job(

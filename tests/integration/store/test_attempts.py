@@ -405,7 +405,7 @@ async def test_a_hedge_committed_while_the_decision_waits_for_the_job_is_still_c
     one-statement decision waited for the job's lock was invisible to its snapshot, left
     ``starting`` on a decided job and missing from the job handed to waiters.
     """
-    from gateway.store.base import WriteTx
+    from gateway.store.transaction import WriteTx
 
     store = await open_store(database_url)
     other = await open_store(database_url)
@@ -414,11 +414,10 @@ async def test_a_hedge_committed_while_the_decision_waits_for_the_job_is_still_c
         primary = await claim(store)
         async with other.engine.connect() as conn:
             tx = await conn.begin()
-            await other._lock_job(conn, job.id)
-            hedge = await other._insert_attempt(
-                conn, WriteTx(), job.id, 2, "fallback", AttemptReason.HEDGE
-            )
-            await other._refresh_status(conn, job.id)
+            writing = WriteTx(conn, other.db)
+            await writing.lock_job(job.id)
+            hedge = await writing.insert_attempt(job.id, 2, "fallback", AttemptReason.HEDGE)
+            await writing.refresh_status(job.id)
             deciding = asyncio.create_task(store.finalize(primary.attempt.id, {"answer": 1}))
             await asyncio.sleep(0.3)  # the decision is now waiting (PostgreSQL) for the lock
             await tx.commit()

@@ -2,7 +2,7 @@
 
 Creation skips SQLAlchemy Core: on PostgreSQL one statement through asyncpg, on SQLite
 the transaction's statements on the pooled connection with SQLAlchemy's own column
-processors (``sqlite_round_trips``). Every other path (reads, the reconciler, the
+processors (``create``, ``finalize``). Every other path (reads, the reconciler, the
 console) reads the rows through Core, so the two must agree on every column: timestamps
 (microseconds zero or not), JSON with non-ASCII text and nesting, NULLs, the claim.
 """

@@ -1,4 +1,4 @@
-"""PostgreSQL: the creations of one loop turn go in one statement (``pg_creations``).
+"""PostgreSQL: the creations of one loop turn go in one statement (``creation_batches``).
 
 What must hold, as for creations sent one by one: every job gets its own outcome
 (created, replayed, conflict, or "cannot tell" for an unknown key or a key taken in the
@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.domain.records import ClaimSpec, CreateOutcome, CreateResult, NewJob
-from gateway.store import SqlJobStore, pg_creations, pg_round_trips
+from gateway.store import SqlJobStore, creation_batches
 from gateway.store.tables import job_events
 
 pytestmark = pytest.mark.postgres
@@ -75,7 +75,7 @@ async def test_one_turns_creations_go_in_one_statement_each_with_its_own_job(
     pg_only: None, store: SqlJobStore, make_job: Any
 ) -> None:
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
-    batcher = store._creations
+    batcher = store.creation.batches
     assert batcher is not None
     results = await together(store, secret, *(job(make_job, f"k{n}") for n in range(6)))
     assert batcher.sent == {6: 1}
@@ -194,14 +194,14 @@ async def test_a_job_the_server_refuses_fails_alone(
     assert isinstance(bad, sa.exc.DBAPIError) and not bad.connection_invalidated
     for r in (ok1, ok2):
         assert isinstance(r, CreateResult) and r.outcome is CreateOutcome.CREATED
-    assert store._creations is not None and store._creations.sent == {3: 1, 1: 3}
+    assert store.creation.batches is not None and store.creation.batches.sent == {3: 1, 1: 3}
 
 
 async def test_a_caller_cancelled_mid_batch_leaves_the_others_their_answers(
     pg_only: None, store: SqlJobStore, make_job: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
-    batcher = store._creations
+    batcher = store.creation.batches
     assert batcher is not None
     on_the_wire, go_on = hold(monkeypatch, batcher, "_together")
     tasks = [
@@ -245,8 +245,8 @@ async def test_a_creation_sent_alone_runs_its_meanwhile_while_on_the_wire(
     claim = dataclasses.replace(CLAIM, meanwhile=lambda: order.append("meanwhile"))
     result = await store.create_or_get_for_key(secret, job(make_job, "alone"), claim)
     assert result is not None and result.outcome is CreateOutcome.CREATED
-    assert result.claimed is not None and store._creations is not None
-    assert store._creations.sent == {1: 1}
+    assert result.claimed is not None and store.creation.batches is not None
+    assert store.creation.batches.sent == {1: 1}
     assert order == ["sent", "meanwhile", "answered"]
 
 
@@ -261,18 +261,18 @@ async def test_creations_sent_together_leave_their_meanwhile_to_the_runner(
         store, secret, *(job(make_job, f"k{n}") for n in range(3)), claim=claim
     )
     assert all(r.outcome is CreateOutcome.CREATED and r.claimed for r in results)
-    assert store._creations is not None and store._creations.sent == {3: 1}
+    assert store.creation.batches is not None and store.creation.batches.sent == {3: 1}
     assert ran == []
 
 
 async def test_a_burst_larger_than_a_batch_goes_as_several(
     pg_only: None, store: SqlJobStore, make_job: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pg_creations, "MAX_BATCH", 4)
+    monkeypatch.setattr(creation_batches, "MAX_BATCH", 4)
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
     results = await together(store, secret, *(job(make_job, f"k{n}") for n in range(10)))
     assert all(r.outcome is CreateOutcome.CREATED for r in results)
-    assert store._creations is not None and store._creations.sent == {4: 2, 2: 1}
+    assert store.creation.batches is not None and store.creation.batches.sent == {4: 2, 2: 1}
 
 
 async def test_creations_arriving_while_one_is_on_the_wire_go_next_together(
@@ -281,8 +281,8 @@ async def test_creations_arriving_while_one_is_on_the_wire_go_next_together(
     """At most ``IN_FLIGHT`` statements on the wire: what arrives meanwhile waits, then
     goes as one batch (group commit), not one statement each."""
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
-    batcher = store._creations
-    assert batcher is not None and pg_creations.IN_FLIGHT == 1
+    batcher = store.creation.batches
+    assert batcher is not None and creation_batches.IN_FLIGHT == 1
     on_the_wire, go_on = hold(monkeypatch, batcher, "_alone")
     first = asyncio.create_task(store.create_or_get_for_key(secret, job(make_job, "first")))
     await on_the_wire.wait()
@@ -313,7 +313,7 @@ async def test_a_batch_of_new_jobs_looks_no_key_up_even_with_a_plan_made_on_empt
     import asyncpg
 
     _, secret = await store.create_api_key("alice", frozenset({"jobs"}))
-    batcher = store._creations
+    batcher = store.creation.batches
     assert batcher is not None
     captured: list[tuple[Any, ...]] = []
 
@@ -327,11 +327,11 @@ async def test_a_batch_of_new_jobs_looks_no_key_up_even_with_a_plan_made_on_empt
         return_exceptions=True,
     )
     assert len(captured) == 3
-    args = pg_creations.batch_parameters(captured)
+    args = creation_batches.batch_parameters(captured)
     conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
     try:
         await conn.execute("SET plan_cache_mode = force_generic_plan")
-        sql = pg_round_trips.CREATE_BY_KEY_BATCH
+        sql = creation_batches.CREATE_BY_KEY_BATCH
         types = [
             f"{t.name[1:]}[]" if t.name.startswith("_") else t.name
             for t in (await conn.prepare(sql)).get_parameters()

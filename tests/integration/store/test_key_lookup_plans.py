@@ -17,17 +17,17 @@ from typing import Any
 import asyncpg
 import pytest
 
-from gateway.store import pg_round_trips as pg
+from gateway.store import create, creation_batches
 
 pytestmark = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
 
 STATEMENTS = {
-    "CREATE": pg.CREATE,
-    "CREATE_BY_KEY": pg.CREATE_BY_KEY,
-    "CREATE_BY_KEY_BATCH": pg.CREATE_BY_KEY_BATCH,
-    "REPLAY": pg.REPLAY,
+    "CREATE": create.CREATE,
+    "CREATE_BY_KEY": create.CREATE_BY_KEY,
+    "CREATE_BY_KEY_BATCH": creation_batches.CREATE_BY_KEY_BATCH,
+    "REPLAY": create.REPLAY,
 }
 OWNER_INDEXES = ("ix_jobs_owner_id_id", "ix_jobs_owner_id_status_id")
 

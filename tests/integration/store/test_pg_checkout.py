@@ -1,5 +1,5 @@
 """PostgreSQL: the pooled asyncpg connection the one-statement paths run on
-(``pg_round_trips.checkout``), without an SQLAlchemy ``Connection`` around it.
+(``pg_bare.checkout``), without an SQLAlchemy ``Connection`` around it.
 
 What it must keep from SQLAlchemy's own checkout: a lost connection is dropped from the
 pool and reported as ``connection_invalidated``, a server error leaves the connection in
@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 
-from gateway.store import pg_round_trips as pg
+from gateway.store import pg_bare as pg
 from gateway.store.engine import make_engine
 
 PID = "SELECT pg_backend_pid() AS pid"

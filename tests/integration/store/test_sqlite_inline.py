@@ -226,7 +226,7 @@ async def test_a_database_that_is_not_in_wal_mode_keeps_sqlite_own_busy_handler(
 async def test_a_failed_statement_in_a_write_transaction_is_named(sqlite_url: str) -> None:
     """The error out of ``write_transaction`` names the statement that broke it (not
     "the transaction's statements"), and the transaction is rolled back."""
-    from gateway.store.sqlite_round_trips import write_transaction
+    from gateway.store.sqlite_bare import write_transaction
 
     engine = make_engine(sqlite_url)
     bad = "INSERT INTO api_keys (id) VALUES ('k1')"  # the other columns are NOT NULL

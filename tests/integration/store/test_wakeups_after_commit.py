@@ -153,7 +153,7 @@ async def test_a_wake_up_that_cannot_be_sent_is_dropped_and_the_change_stands(
         assert created.claimed is not None
         cancelled = await store.cancel(created.job.id)
         assert cancelled.job is not None
-        wakeups = store._wakeups
+        wakeups = store.db.wakeups
         assert wakeups is not None
         await wakeups.drain()
         assert (wakeups.sent, wakeups.dropped) == (0, 1)
@@ -169,7 +169,7 @@ async def test_wake_ups_posted_together_go_in_one_statement(
     pg_url: str, store: SqlJobStore
 ) -> None:
     async with listener(pg_url) as heard:
-        wakeups = store._wakeups
+        wakeups = store.db.wakeups
         assert wakeups is not None
         statements = 0
         send = wakeups._send
@@ -200,7 +200,7 @@ async def test_a_lost_wake_up_connection_is_replaced_and_its_backend_forgotten(
     store: SqlJobStore,
 ) -> None:
     async with listener(pg_url) as heard:
-        wakeups = store._wakeups
+        wakeups = store.db.wakeups
         assert wakeups is not None
         wakeups.post(["job_before"])
         assert (await next_note(heard))[1] == "job_before"

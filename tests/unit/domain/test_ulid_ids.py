@@ -55,7 +55,7 @@ def test_without_a_clock_the_id_is_now() -> None:
 
 @given(st.datetimes(min_value=dt.datetime(1971, 1, 1), max_value=dt.datetime(9999, 1, 1)))
 def test_retentions_id_bound_carries_python_ulids_time(cutoff: dt.datetime) -> None:
-    from gateway.store.retention import id_bound
+    from gateway.store.prune import id_bound
 
     moment = cutoff.replace(tzinfo=dt.UTC)
     assert id_bound(moment) == f"job_{str(ULID.from_datetime(moment))[:10]}{'Z' * 16}"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.store.pg_round_trips import as_checked_json, as_json
+from gateway.store.rows import as_checked_json, as_json
 
 #: What a parsed request body can hold: any integer, finite floats, no lone surrogates.
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))

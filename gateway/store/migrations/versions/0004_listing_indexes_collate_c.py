@@ -7,7 +7,7 @@ was small) took ``(owner_id, status, id)``: every replay read every job of the o
 Measured: one key replayed at 16 connections right after 45,000 creations, 112 req/s
 (docs/benchmarks.md). Under another collation the listing indexes no longer match that
 condition, so the unique index is the lookup's only index, whatever the statistics say;
-the listing (``gateway.store.creation.list_jobs``) asks for ``COLLATE "C"`` and keeps its
+the listing (``gateway.store.read.list_jobs``) asks for ``COLLATE "C"`` and keeps its
 indexes. ``"C"`` compares bytes, as equality under the database's default collation
 does for the deterministic collations PostgreSQL builds indexes on.
 

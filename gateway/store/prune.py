@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from gateway.domain.clock import ulid_text, unix_milliseconds
 from gateway.domain.states import JobStatus
-from gateway.store.base import StoreBase
+from gateway.store.database import Database
 from gateway.store.rows import naive_utc
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -27,8 +27,10 @@ def id_bound(cutoff: dt.datetime) -> str:
     return f"job_{stamp}{'Z' * 16}"
 
 
-class Retention(StoreBase):
+class Retention:
     """Delete old settled jobs with their attempts and audit events."""
+
+    db: Database
 
     async def prune_jobs(
         self, older_than: dt.datetime, *, batch: int = PRUNE_BATCH, dry_run: bool = False
@@ -48,10 +50,9 @@ class Retention(StoreBase):
             .order_by(jobs.c.id)
             .limit(batch)
         )
-        if not self._sqlite:
-            # Under the row locks no transition (they all lock the job first) can reopen one.
-            pick = pick.with_for_update(skip_locked=True)
-        async with self._tx() as tx:
+        # Under the row locks no transition (they all lock the job first) can reopen one.
+        pick = self.db.skip_locked(pick, of=[jobs])
+        async with self.db.write() as tx:
             conn = tx.conn
             ids = list((await conn.execute(pick)).scalars())
             if not ids or dry_run:

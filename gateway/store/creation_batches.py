@@ -1,4 +1,5 @@
-"""PostgreSQL: creations that arrive while one is on the wire go together, in one statement.
+"""PostgreSQL: creations that arrive while one is on the wire go together, in one statement
+(the ``creation_batches`` shortcut; off, each creation goes alone).
 
 On a host where PostgreSQL shares the cores with the gateway, a creation's cost is mostly
 CPU, and PostgreSQL's share of it is per statement and per commit: the store's creation
@@ -42,16 +43,89 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.settings import DatabaseConfig
-from gateway.store import pg_round_trips as pg
+from gateway.store.create import (
+    CREATE_BY_KEY,
+    INSERT_ATTEMPT,
+    INSERT_JOB,
+    key_taken_event,
+    owner_only,
+)
+from gateway.store.database import Postgres
 from gateway.store.failures import NotSent
+from gateway.store.rows import ATTEMPT_COLUMNS, JOB_COLUMNS, prefixed
 
 #: Seconds a creation has for its answer when the store is given no configuration.
 DEFAULT_TIMEOUT = DatabaseConfig().timeout
 
 log = logging.getLogger("onejob.store")
+
+#: ``CREATE_BY_KEY`` for several jobs in one statement and one commit
+#: (this module): $1-$17 are arrays, one element per job, of ``CREATE_BY_KEY``'s $1-$17;
+#: $18-$21 the events of all of them, each with its job's position (from 1). A row per
+#: job created, and per attempt of a job whose key was taken and is visible, each with
+#: its job's position ``n``; none for a job the statement cannot tell (an unknown key,
+#: or the key's job not visible yet: a job of the same batch, say).
+#:
+#: The jobs are inserted in (owner, idempotency key) order: two batches that share keys
+#: (a double click split between them) take the keys' index locks in one order, so
+#: neither waits for the other in a cycle.
+CREATE_BY_KEY_BATCH = f"""
+WITH input AS (
+  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::varchar[],
+                       $5::varchar[], $6::varchar[], $7::varchar[], $8::jsonb[],
+                       $9::varchar[], $10::timestamp[], $11::varchar[], $12::varchar[],
+                       $13::int[], $14::varchar[], $15::timestamp[], $16::timestamp[],
+                       $17::timestamp[])
+    WITH ORDINALITY AS i(job_id, key_hash, idempotency_key, fingerprint, contract,
+                         provider, requested_provider, input, status, at, attempt_id,
+                         state, read_version, lease_owner, lease_expires_at, deadline_at,
+                         started_at, n)
+), key AS (
+  SELECT i.n, k.owner_id FROM input AS i CROSS JOIN LATERAL (
+    SELECT owner_id FROM api_keys WHERE key_hash = i.key_hash AND revoked_at IS NULL OFFSET 0
+  ) AS k
+), job AS (
+  {INSERT_JOB}
+  SELECT i.job_id, key.owner_id, i.idempotency_key, i.fingerprint, i.contract, i.provider,
+         i.requested_provider, i.input, i.status, 1, i.at, i.at
+  FROM input AS i JOIN key ON key.n = i.n
+  ORDER BY key.owner_id, i.idempotency_key
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING *
+), attempt AS (
+  {INSERT_ATTEMPT}
+  SELECT i.attempt_id, job.id, 1, job.provider, 'initial', i.state, i.read_version,
+         i.lease_owner, i.lease_expires_at, i.deadline_at, job.id || '/1', i.at, i.started_at
+  FROM job JOIN input AS i ON i.job_id = job.id
+  RETURNING *
+), events AS (
+  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
+  SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, i.at
+  FROM unnest($18::int[], $19::varchar[], $20::varchar[], $21::jsonb[])
+         WITH ORDINALITY AS e(n, attempt_id, kind, detail, k)
+  JOIN input AS i ON i.n = e.n JOIN attempt ON attempt.job_id = i.job_id
+  ORDER BY e.k
+), old AS (
+  SELECT i.n, i.fingerprint AS asked, i.at AS asked_at, taken.*
+  FROM input AS i JOIN key ON key.n = i.n CROSS JOIN LATERAL (
+    SELECT * FROM jobs
+    WHERE jobs.owner_id = key.owner_id AND jobs.idempotency_key = i.idempotency_key OFFSET 0
+  ) AS taken
+  WHERE i.job_id NOT IN (SELECT id FROM job)
+), old_event AS (
+  {key_taken_event("old", "old.asked", "old.asked_at")}
+)
+SELECT i.n, true AS created, {owner_only("job.owner_id")}
+FROM job JOIN attempt ON attempt.job_id = job.id JOIN input AS i ON i.job_id = job.id
+UNION ALL
+SELECT old.n, false, {prefixed("old", "j_", JOB_COLUMNS)}, {prefixed("a", "a_", ATTEMPT_COLUMNS)}
+FROM old LEFT JOIN LATERAL (
+  SELECT * FROM attempts WHERE attempts.job_id = old.id OFFSET 0
+) AS a ON true
+ORDER BY n, a_number"""
+
 
 #: Jobs in one statement at most (a burst larger than this goes as several batches).
 MAX_BATCH = 32
@@ -86,15 +160,8 @@ class CreationBatcher:
     and a batch's statement is given what its most pressed member has left.
     """
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        kept: pg.KeptConnections | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self.engine = engine
-        self.kept = kept
+    def __init__(self, db: Postgres, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.db = db
         self.timeout = timeout
         self._queued: list[_Queued] = []
         #: Statements on the wire, with the loop's time each was sent.
@@ -201,13 +268,11 @@ class CreationBatcher:
         self, params: tuple[Any, ...], meanwhile: Callable[[], None] | None, timeout: float
     ) -> list[Any]:
         self.sent[1] = self.sent.get(1, 0) + 1
-        async with pg.checkout(self.engine, pg.CREATE_BY_KEY, self.kept) as driver:
-            return list(await pg.fetch(driver, pg.CREATE_BY_KEY, params, meanwhile, timeout))
+        return await self.db.alone(CREATE_BY_KEY, params, meanwhile=meanwhile, timeout=timeout)
 
     async def _together(self, jobs: Sequence[tuple[Any, ...]], timeout: float) -> list[Any]:
-        sql = pg.CREATE_BY_KEY_BATCH
-        async with pg.checkout(self.engine, sql, self.kept) as driver:
-            return list(await driver.fetch(sql, *batch_parameters(jobs), timeout=timeout))
+        params = batch_parameters(jobs)
+        return await self.db.alone(CREATE_BY_KEY_BATCH, params, timeout=timeout)
 
     async def close(self) -> None:
         """Wait for the batches on the wire (their callers are waiting for them too)."""

@@ -10,15 +10,17 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.domain.jsontext import scrub
-from gateway.store.base import StoreBase
+from gateway.store.database import Database
 from gateway.store.rows import A
 from gateway.store.tables import attempts
 
 log = logging.getLogger("onejob.store")
 
 
-class ReconcilerFindings(StoreBase):
+class ReconcilerFindings:
     """Record what asking a provider found; count unknown attempts by provider and age."""
+
+    db: Database
 
     async def record_finding(self, attempt_id: str, finding: dict[str, Any]) -> bool:
         """Note the reconciler's finding on a still ``unknown`` attempt; False if it moved.
@@ -27,7 +29,7 @@ class ReconcilerFindings(StoreBase):
         (``reconciler_checked``) is written only when the finding changes, so a long wait
         does not flood the job's trail with one line per pass.
         """
-        async with self._tx() as tx:
+        async with self.db.write() as tx:
             conn = tx.conn
             current = (
                 await conn.execute(
@@ -47,7 +49,7 @@ class ReconcilerFindings(StoreBase):
                 return False
             previous = current.reconciler or {}
             if previous.get("finding") != finding.get("finding"):
-                await self._event(conn, current.job_id, "reconciler_checked", finding, attempt_id)
+                await tx.event(current.job_id, "reconciler_checked", finding, attempt_id)
                 tx.jobs.add(current.job_id)
             return True
 
@@ -59,7 +61,7 @@ class ReconcilerFindings(StoreBase):
         ``bounds`` are ``(seconds, label)`` pairs, ascending: an attempt younger than
         ``seconds`` gets that label; one older than every bound gets ``older``.
         """
-        now = self._now()
+        now = self.db.now()
         age = sa.case(
             *(
                 (attempts.c.created_at > now - dt.timedelta(seconds=seconds), label)
@@ -77,6 +79,6 @@ class ReconcilerFindings(StoreBase):
         query = sa.select(labelled.c.provider, labelled.c.age, sa.func.count()).group_by(
             labelled.c.provider, labelled.c.age
         )
-        async with self._read() as conn:
+        async with self.db.read() as conn:
             rows = (await conn.execute(query)).all()
         return {(provider, label): int(n) for provider, label, n in rows}
