@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.dispatch.wiring import DispatcherService
 from gateway.domain.fingerprint import fingerprint

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from contracts.catalog import load_catalog
-from contracts.checks import Layer
-from contracts.cli import certify, cmd_can_i_failover, sim_providers
+from certify.checks import Layer
+from certify.cli import certify, cmd_can_i_failover, sim_providers
+from certify.results import Mode
+from certify.runner import Runner
+from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
-from contracts.runner import Mode, Runner
 from providers.config import ProviderConfig
 from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator

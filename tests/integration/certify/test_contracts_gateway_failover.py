@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "dispatch"))  # the dispatche
 
 from dispatch_harness import Api, run_gateway
 
-from contracts.catalog import load_catalog
-from contracts.cli import certify, sim_providers
+from certify.cli import certify, sim_providers
+from contracts.loader import load_catalog
 from gateway.settings import Settings
 from gateway.store import open_store
 from providers.sim_cli import contract_catalog

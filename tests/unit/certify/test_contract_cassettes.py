@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contracts.cassettes import (
+from certify.cassettes import (
     CURRENT_TAPE,
     CassetteLibrary,
     CassetteMismatch,

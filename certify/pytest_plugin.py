@@ -1,10 +1,11 @@
-"""Pytest plugin for the contract suite: ``pytest contracts/ --onejob-mode replay -n auto``."""
+"""Pytest plugin for the contract suite: ``pytest tests/contract_suite --onejob-mode replay``."""
 
 from __future__ import annotations
 
 import pytest
 
-from contracts.runner import DEFAULT_REPEATS, Mode
+from certify.results import Mode
+from certify.runner import DEFAULT_REPEATS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contracts.catalog import load_catalog
-from contracts.cli import certify
-from contracts.preflight import preflight
+from certify.cli import certify
+from certify.preflight import preflight
+from contracts.loader import load_catalog
 from providers.config import ProviderConfig
 from providers.simulator import RunningSimulator, run_simulator
 

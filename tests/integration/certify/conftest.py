@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from contracts import cli
-from contracts.cassettes import CASSETTE_ROOT
-from contracts.catalog import CATALOG_ROOT
+from certify import cli
+from certify.cassettes import CASSETTE_ROOT
+from contracts.loader import CATALOG_ROOT
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -12,8 +12,7 @@ import tokenizers
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from contracts.catalog import load_catalog
-from contracts.checks import (
+from certify.checks import (
     Layer,
     check_agreement,
     check_render,
@@ -21,6 +20,7 @@ from contracts.checks import (
     expected_answer_tokens,
     system_placement_errors,
 )
+from contracts.loader import load_catalog
 from contracts.model import Case, Contract
 from providers.config import ProviderConfig
 from providers.factory import build_provider
@@ -138,7 +138,7 @@ def test_special_token_strings_in_input_reach_the_tokenizer_as_plain_text(tmp_pa
 def test_a_template_that_pastes_raw_input_fails_the_special_token_check(
     tmp_path: Path, triage_dir: Path
 ) -> None:
-    from contracts.catalog import load_contract
+    from contracts.loader import load_contract
 
     (triage_dir / "user.j2").write_text("Ticket body: {{ body }}")
     raw = load_contract(triage_dir)
@@ -171,7 +171,7 @@ def test_agreement_compares_only_must_agree_fields() -> None:
 def test_a_tokenizer_special_token_in_a_prompt_fails_even_without_the_common_spelling(
     tmp_path: Path, triage_dir: Path
 ) -> None:
-    from contracts.catalog import load_contract
+    from contracts.loader import load_contract
 
     vocab = {"[UNK]": 0, "[SEP]": 1}
     tok = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))

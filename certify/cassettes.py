@@ -29,7 +29,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import httpx
 
 FORMAT = "onejob.cassette/1"
-CASSETTE_ROOT = Path(__file__).parent / "cassettes"
+#: The committed cassettes (``certify/recorded/``), shipped so replay works offline.
+CASSETTE_ROOT = Path(__file__).parent / "recorded"
 SECRET_HEADERS = frozenset(
     {
         "authorization",

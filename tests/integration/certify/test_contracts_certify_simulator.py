@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from contracts.catalog import load_catalog
-from contracts.cli import certify, cmd_can_i_failover, sim_providers
+from certify.cli import certify, cmd_can_i_failover, sim_providers
+from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.dispatcher import Dispatcher
 from gateway.settings import Settings

@@ -18,12 +18,13 @@ from typing import Any, TextIO
 
 import httpx
 
-from contracts.cassettes import CASSETTE_ROOT
-from contracts.catalog import load_catalog
+from certify.cassettes import CASSETTE_ROOT
+from certify.preflight import preflight
+from certify.results import CertificationRun, Mode, Progress
+from certify.runner import DEFAULT_REPEATS, Runner
+from contracts.loader import load_catalog
 from contracts.model import Contract, ContractError
-from contracts.preflight import preflight
 from contracts.registry import CertificationRegistry, RegistryError
-from contracts.runner import DEFAULT_REPEATS, CertificationRun, Mode, Progress, Runner
 from providers.config import ProviderConfig
 
 EXIT_PASS = 0

@@ -1,17 +1,20 @@
 """Every catalog case against the simulated providers, as one pytest test each.
 
-Replay mode (the default) serves the committed cassettes, offline; live and record modes
-start an in-process simulator. A failing test names the broken layer and its reason.
+Run on its own (the default ``pytest`` run leaves this folder out, see pyproject.toml):
+``pytest tests/contract_suite --onejob-mode replay -n auto``. Replay mode (the default)
+serves the committed cassettes, offline; live and record modes start an in-process
+simulator. A failing test names the broken layer and its reason.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from contracts.catalog import load_catalog
-from contracts.checks import CASE_LAYERS
-from contracts.cli import sim_providers
-from contracts.runner import Mode, Runner
+from certify.checks import CASE_LAYERS
+from certify.cli import sim_providers
+from certify.results import Mode
+from certify.runner import Runner
+from contracts.loader import load_catalog
 from providers.simulator import run_simulator
 
 CATALOG = load_catalog()

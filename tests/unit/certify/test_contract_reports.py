@@ -6,9 +6,10 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from contracts.catalog import load_catalog
-from contracts.cli import sim_providers, summary_table
-from contracts.runner import Mode, Runner
+from certify.cli import sim_providers, summary_table
+from certify.results import Mode
+from certify.runner import Runner
+from contracts.loader import load_catalog
 from reports.contracts_report import run_json, write_reports
 
 CATALOG = load_catalog()
