@@ -1,6 +1,6 @@
 """The contract model: what a provider's answer must be for one kind of job (DESIGN §6).
 
-A ``Contract`` is built by ``contracts.catalog.load_contract`` from a folder of files and is
+A ``Contract`` is built by ``contracts.loader.load_contract`` from a folder of files and is
 immutable. It renders prompts, validates inputs and outputs (schema, then the pydantic
 model), evaluates semantic assertions, and answers like a faithful (or sloppy) provider
 for the simulator.

@@ -36,8 +36,8 @@ PLUGINS: dict[str, str] = {
     "worker": "gateway.worker_cli",
     "reconcile": "gateway.reconcile_cli",
     "sim": "providers.sim_cli",
-    "certify": "contracts.cli",
-    "can-i-failover": "contracts.cli",
+    "certify": "certify.cli",
+    "can-i-failover": "certify.cli",
     "scenarios": "scenarios.cli",
 }
 _BUILTIN = frozenset({"serve", "db", "keys", "jobs"})

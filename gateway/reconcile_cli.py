@@ -51,7 +51,7 @@ async def run_reconcile(
     """Ask once about every due unknown attempt; print progress and a summary."""
     import httpx
 
-    from contracts.catalog import load_catalog
+    from contracts.loader import load_catalog
     from contracts.registry import CertificationRegistry
     from gateway.dispatch.wiring import build_reconciler
     from gateway.store import database_is_current, open_store

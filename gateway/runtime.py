@@ -105,7 +105,7 @@ def default_background(
 
 
 def _default_catalog() -> Mapping[str, ContractSpec]:
-    from contracts.catalog import load_catalog
+    from contracts.loader import load_catalog
 
     return load_catalog()
 

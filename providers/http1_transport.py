@@ -1,8 +1,8 @@
 """The provider client's transport: HTTP/1.1 keep-alive over asyncio, parsed by httptools.
 
 httpx's own transport is httpcore: a pure-Python parser (h11) and a lock per step. The
-transport before this one put aiohttp under httpx's interface; measured alone (``python
--m scenarios.load.client_bench``) a call through it still cost about twice this one's CPU,
+transport before this one put aiohttp under httpx's interface; measured alone (``python -m
+bench.client``) a call through it still cost about twice this one's CPU,
 most of it in aiohttp's session, request and response objects, which httpx then copies
 into its own (docs/benchmarks.md, fourteenth session). This transport writes the request
 httpx built, as httpx built it, on an ``asyncio.Protocol`` and reads the answer with

@@ -27,7 +27,7 @@ def _profile_pair(text: str) -> tuple[str, str]:
 
 def contract_catalog() -> Any:
     """Load the bundled contract catalog (what the simulator answers from)."""
-    from contracts.catalog import load_catalog
+    from contracts.loader import load_catalog
 
     return load_catalog()
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import jinja2
 
-from contracts.checks import CASE_LAYERS
-from contracts.runner import CertificationRun, UnitResult
+from certify.checks import CASE_LAYERS
+from certify.results import CertificationRun, UnitResult
 from reports.junit import JunitCase, write_junit
 
 FORMAT = "onejob.contracts-report/1"

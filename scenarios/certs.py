@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from contracts.catalog import CATALOG_ROOT, load_contract
+from contracts.loader import CATALOG_ROOT, load_contract
 from contracts.registry import CertificationRegistry, adapter_version_of
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
 

@@ -68,7 +68,7 @@ async def stage(
 async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> None:
     """Answer one request, then forget it, so the simulator's first-call catalog load
     (which blocks its event loop for a moment) does not skew a scenario's timings."""
-    from contracts.catalog import CATALOG_ROOT, load_contract
+    from contracts.loader import CATALOG_ROOT, load_contract
 
     loaded = load_contract(CATALOG_ROOT / contract.split("@", 1)[0])
     prompt = loaded.render(ctx.job_body(contract)["input"])

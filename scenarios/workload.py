@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from contracts.catalog import CATALOG_ROOT, load_contract
+from contracts.loader import CATALOG_ROOT, load_contract
 
 #: Used only when the catalog cannot be loaded; shaped like ``ticket-triage@1``'s input.
 FALLBACK_INPUT: dict[str, Any] = {

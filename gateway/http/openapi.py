@@ -34,7 +34,7 @@ from litestar.openapi.spec import (
 )
 from litestar.typing import FieldDefinition
 
-from contracts.catalog import CATALOG_ROOT
+from contracts.loader import CATALOG_ROOT
 from gateway.domain.ports import ContractSpec
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ IDLE_PING_AFTER = 5.0  # seconds a pooled connection may sit idle before it is p
 #: deadline first.
 PING_TIMEOUT = 1.0
 _CHECKED_IN = "onejob_checked_in_at"
-#: When a connection kept checked out between statements (``pg_round_trips``) went idle;
+#: When a connection kept checked out between statements (``pg_bare``) went idle;
 #: given back, that is its check-in time, so the checkout ping sees how long it sat.
 IDLE_SINCE = "onejob_idle_since"
 

@@ -87,7 +87,7 @@ def database_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError):
         return True
     if type(exc).__module__.startswith("asyncpg."):
-        # The hot creation path talks to asyncpg directly (``pg_round_trips.checkout``), so its
+        # The hot creation path talks to asyncpg directly (``pg_bare.checkout``), so its
         # errors arrive untranslated.
         return _driver_error_unavailable(exc)
     if isinstance(exc, OSError):  # ConnectionError and TimeoutError are OSErrors

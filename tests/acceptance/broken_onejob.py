@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from contracts.catalog import CATALOG_ROOT, load_contract
+from contracts.loader import CATALOG_ROOT, load_contract
 
 JOBS: dict[str, dict[str, Any]] = {}
 LOCK = threading.Lock()

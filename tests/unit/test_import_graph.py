@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gateway", "providers", "contracts", "scenarios", "reports")
+PACKAGES = ("gateway", "providers", "contracts", "certify", "scenarios", "reports", "bench")
+#: Shipped in the wheel (bench/ is not: it is run from a checkout).
+SHIPPED = tuple(p for p in PACKAGES if p != "bench")
 
 #: (importing package prefix, forbidden module prefixes, why)
 LAYERS: list[tuple[str, tuple[str, ...], str]] = [
@@ -35,35 +37,52 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("gateway.dispatcher", ("litestar", "gateway.http"), "the dispatcher knows no HTTP"),
     ("gateway.dispatch", ("litestar", "gateway.http"), "the dispatcher knows no HTTP"),
     (
+        "gateway",
+        ("certify",),
+        "the gateway runs on the contract model (contracts), never on the certification tool",
+    ),
+    (
         "providers",
-        ("gateway", "contracts", "scenarios", "reports"),
+        ("gateway", "contracts", "certify", "scenarios", "reports"),
         "providers sit below everything else",
     ),
     (
         "contracts",
-        ("gateway.store", "gateway.http", "gateway.service", "gateway.dispatch", "scenarios"),
-        "contracts know providers, not the gateway's insides",
+        ("gateway", "certify", "scenarios", "reports"),
+        "the runtime contract model knows providers only: no gateway, no certification tool",
+    ),
+    (
+        "certify",
+        ("gateway", "scenarios", "reports"),
+        "the certification tool builds on contracts and providers, not on the gateway",
     ),
     ("scenarios", ("gateway.store.",), "scenarios drive processes over HTTP, not the database"),
     (
         "reports",
-        ("gateway", "providers", "scenarios.runner", "scenarios.stage"),
-        "reports render the results they are given (scenarios.model is their input)",
+        (
+            "gateway",
+            "providers",
+            "scenarios.runner",
+            "scenarios.stage",
+            "certify.runner",
+            "certify.cli",
+        ),
+        "reports render the results they are given (scenarios.model and certify.results are "
+        "their input)",
     ),
+]
+LAYERS += [
+    (package, ("bench",), "nothing shipped imports the benchmarks (bench/ is not in the wheel)")
+    for package in SHIPPED
 ]
 #: Modules allowed to cross a line above, and why (composition roots and entry points).
 EXCEPTIONS = {
     ("providers.sim_cli", "contracts"): "`onejob sim` is a composition root: it hands the "
     "simulator the contract catalog",
+    ("certify.cli", "gateway.settings"): "`onejob certify` and `can-i-failover` read the "
+    "providers, routes and registry path of onejob.toml, which only the gateway's settings parse",
+    ("certify.cli", "reports.contracts_report"): "`onejob certify` writes the run's reports",
     ("scenarios.setup", "gateway.store"): "a scenario's setup migrates its fresh database",
-    ("scenarios.load.compare", "gateway.store"): "the benchmark prepares its databases",
-    ("scenarios.load.bench", "gateway.store"): "the benchmark prepares its database",
-    ("scenarios.load.bare_path", "gateway.store.create"): "the bare floor sends the "
-    "store's own two statements, nothing else of it",
-    ("scenarios.load.bare_path", "gateway.store.finalize"): "the bare floor sends the "
-    "store's own decision statement",
-    ("scenarios.load.dispatch_bench", "gateway.store"): "it benchmarks the store itself",
-    ("scenarios.load.dispatch_bench", "gateway.dispatch"): "it benchmarks the dispatcher",
 }
 
 

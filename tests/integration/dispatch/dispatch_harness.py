@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
 from gateway.app import ServiceFactory, create_app
 from gateway.metrics import Metrics

@@ -24,7 +24,7 @@ import pytest
 import uvicorn
 from litestar import Litestar
 
-from contracts.catalog import CATALOG_ROOT, load_contract
+from contracts.loader import CATALOG_ROOT, load_contract
 from gateway.app import create_app, settings_for_tests
 from gateway.domain.ports import ContractSpec, JobStore
 from gateway.http.edge import EdgeProtocol

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.catalog import CATALOG_ROOT, load_contract
+from contracts.loader import CATALOG_ROOT, load_contract
 from contracts.model import Contract
 from contracts.registry import CertificationRegistry, adapter_version_of
 from gateway.settings import Settings

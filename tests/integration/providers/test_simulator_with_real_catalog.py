@@ -13,7 +13,7 @@ from providers.factory import build_provider
 from providers.sim_cli import contract_catalog
 from providers.simulator import RunningSimulator, run_simulator
 
-catalog_module = pytest.importorskip("contracts.catalog")
+catalog_module = pytest.importorskip("contracts.loader")
 
 PROTOCOLS = ("openai", "anthropic", "gemini", "openai-compatible")
 CATALOG = catalog_module.load_catalog()

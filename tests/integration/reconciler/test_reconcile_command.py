@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from reconciler_helpers import CONTRACT, unknown_attempt
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.reconcile_cli import EXIT_CANNOT_ASK, EXIT_LOOKUPS_FAILED, run_reconcile
 from gateway.settings import Settings

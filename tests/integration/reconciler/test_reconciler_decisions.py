@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from reconciler_helpers import CONTRACT, case_input, unknown_attempt
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.model import Contract
 from gateway.dispatch.wiring import build_reconciler
 from gateway.domain.clock import ManualClock

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.catalog import CATALOG_ROOT
+from contracts.loader import CATALOG_ROOT
 
 
 @pytest.fixture

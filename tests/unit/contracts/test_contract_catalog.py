@@ -8,7 +8,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from contracts.catalog import contract_fingerprint, load_catalog, load_contract
+from contracts.loader import contract_fingerprint, load_catalog, load_contract
 from contracts.model import ContractError, parse_input_block
 
 CATALOG = load_catalog()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.registry import FORMAT, CertificationRegistry
 from gateway.settings import RouteConfig
 from providers.config import ProviderConfig

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import contracts.validation as validation
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.validation import CompiledSchema, ecma_end
 
 CATALOG = load_catalog()

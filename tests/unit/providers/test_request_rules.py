@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from providers.base import ProviderRequest, Rejected
 from providers.config import ProviderConfig
 from providers.factory import build_provider

@@ -19,7 +19,7 @@ import pytest
 from google import genai
 from google.genai import types as genai_types
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from contracts.model import Case, Contract
 from providers.config import ProviderConfig
 from providers.factory import build_provider

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from contracts.catalog import load_catalog
+from contracts.loader import load_catalog
 from providers.gemini import response_schema_problem, to_gemini_schema
 from providers.openai import strict_schema_problem, to_strict_schema
 from providers.plugin import SchemaNotSupported

@@ -1,0 +1,320 @@
+"""``onejob certify`` and ``onejob can-i-failover``.
+
+Exit codes of ``certify``: 0 every requested certification passed, 1 some failed,
+2 an error (bad configuration, unknown provider or contract, cassette mismatch).
+``can-i-failover`` exits 0 (allowed) or 1 (refused, with the reason), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+
+from certify.cassettes import CASSETTE_ROOT
+from certify.preflight import preflight
+from certify.results import CertificationRun, Mode, Progress
+from certify.runner import DEFAULT_REPEATS, Runner
+from contracts.loader import load_catalog
+from contracts.model import Contract, ContractError
+from contracts.registry import CertificationRegistry, RegistryError
+from providers.config import ProviderConfig
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_ERROR = 2
+DEFAULT_REPORT_DIR = "reports/out"
+DEFAULT_REGISTRY = "reports/certifications.json"
+SIM_CONTEXT_WINDOW = 16_384  # tokens: small on purpose, so the long cases sit near the limit
+#: ``--sim`` providers: name -> (protocol, model, simulator profile).
+SIM_PROVIDERS: dict[str, tuple[str, str, str]] = {
+    "faithful": ("openai", "sim-gpt", "faithful"),
+    "faithful-claude": ("anthropic", "sim-claude", "faithful"),
+    "drifting": ("openai", "sim-gpt", "drifting"),
+    "sloppy": ("openai", "sim-gpt", "sloppy"),
+    "no-system": ("openai", "sim-gpt", "no-system"),
+    "wrong-language": ("openai", "sim-gpt", "wrong-language"),
+    "wrong-language-claude": ("anthropic", "sim-claude", "wrong-language"),
+    "other-model": ("openai", "sim-gpt", "other-model"),
+    "other-model-claude": ("anthropic", "sim-claude", "other-model"),
+    "replaying": ("openai", "sim-gpt", "replaying"),
+    "replaying-claude": ("anthropic", "sim-claude", "replaying"),
+}
+SIM_PRIMARY = "faithful"
+REPLAY_BASE_URL = "http://replay.invalid"
+
+
+def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
+    """Return the ``--sim`` provider configurations against a simulator at ``base_url``."""
+    out = {}
+    for name, (protocol, model, _) in SIM_PROVIDERS.items():
+        root = f"{base_url}/p/{name}"
+        out[name] = ProviderConfig(
+            name=name,
+            protocol=protocol,
+            base_url=f"{root}/v1" if protocol in ("openai", "openai-compatible") else root,
+            model=model,
+            timeout=10.0,
+            context_window=SIM_CONTEXT_WINDOW,
+        )
+    return out
+
+
+def sim_profiles() -> dict[str, str]:
+    """Return the simulator profile of every ``--sim`` provider."""
+    return {name: profile for name, (_, _, profile) in SIM_PROVIDERS.items()}
+
+
+def _sim_origin(provider: ProviderConfig) -> str:
+    profile = sim_profiles().get(provider.name, "faithful")
+    return f"onejob provider simulator (in-process), profile {profile!r}, {provider.protocol} wire"
+
+
+def sim_pairs() -> list[tuple[str, str]]:
+    """Return the ``--sim`` primary -> fallback pairs compared for agreement."""
+    return [(SIM_PRIMARY, name) for name in SIM_PROVIDERS if name != SIM_PRIMARY]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``certify`` and ``can-i-failover`` to the ``onejob`` command line."""
+    cert = subparsers.add_parser(
+        "certify", help="run the contract suite against providers and write certificates"
+    )
+    cert.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
+    cert.add_argument("--provider", action="append", default=[], help="provider name (repeat)")
+    cert.add_argument("--contract", action="append", default=[], help="name@version (repeat)")
+    cert.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.LIVE.value)
+    cert.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="k for pass^k")
+    cert.add_argument("--report-dir", default=DEFAULT_REPORT_DIR)
+    cert.add_argument("--registry", help=f"certificates file (default {DEFAULT_REGISTRY})")
+    cert.add_argument("--cassettes", default=str(CASSETTE_ROOT), help="cassette folder")
+    cert.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
+    cert.add_argument("--concurrency", type=int, default=8, help="cases in flight at once")
+    cert.add_argument("--validity-days", type=float, default=30.0)
+    cert.add_argument(
+        "--sim",
+        action="store_true",
+        help="start an in-process simulator and certify " + ", ".join(SIM_PROVIDERS),
+    )
+    cert.set_defaults(func=cmd_certify)
+
+    can = subparsers.add_parser(
+        "can-i-failover", help="say whether a fallback may replace a primary for a contract"
+    )
+    can.add_argument("--contract", required=True, help="name@version")
+    can.add_argument("--from", dest="primary", required=True, help="primary provider")
+    can.add_argument("--to", dest="fallback", required=True, help="fallback provider")
+    can.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
+    can.add_argument("--registry", help=f"certificates file (default {DEFAULT_REGISTRY})")
+    can.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
+    can.add_argument("--sim", action="store_true", help="use the --sim provider configurations")
+    can.set_defaults(func=cmd_can_i_failover)
+
+
+def _configured(
+    args: argparse.Namespace,
+) -> tuple[dict[str, ProviderConfig], list[tuple[str, str]], str]:
+    """Return providers, primary -> fallback pairs and the registry path from the settings."""
+    if args.sim:
+        return sim_providers(), sim_pairs(), args.registry or DEFAULT_REGISTRY
+    from gateway.settings import load_settings
+
+    settings = load_settings(args.config)
+    pairs = [(route.primary, fb) for route in settings.routes.values() for fb in route.fallbacks]
+    registry = args.registry or settings.certifications_path or DEFAULT_REGISTRY
+    return dict(settings.providers), list(dict.fromkeys(pairs)), registry
+
+
+def _pick_contracts(catalog: Any, names: Sequence[str]) -> list[Contract]:
+    if not names:
+        return [catalog[n] for n in catalog]
+    unknown = [n for n in names if n not in catalog]
+    if unknown:
+        raise KeyError(f"unknown contract(s) {unknown}; the catalog has {sorted(catalog)}")
+    return [catalog[n] for n in names]
+
+
+@contextlib.asynccontextmanager
+async def _simulator(enabled: bool) -> AsyncIterator[str | None]:
+    if not enabled:
+        yield None
+        return
+    from providers.sim_cli import contract_catalog
+    from providers.simulator import run_simulator
+
+    async with run_simulator(port=0, profiles=sim_profiles(), catalog=contract_catalog) as sim:
+        yield sim.base_url
+
+
+def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
+    finished = 0
+    cases_done = 0
+    live = out.isatty()
+
+    def show(event: Progress) -> None:
+        nonlocal finished, cases_done
+        if event.unit is None:
+            cases_done += 1
+            if live:  # a live counter on a terminal; logs get one line per unit only
+                print(f"\r  {cases_done}/{total_cases} cases", end="", file=out, flush=True)
+            return
+        finished += 1
+        unit = event.unit
+        verdict = "PASS" if unit.passed else "FAIL"
+        fails = unit.failures()
+        why = (
+            f"  first failure: {fails[0]['case']} at {fails[0]['layer']}: {fails[0]['reason']}"
+            if fails
+            else ""
+        )
+        if len(why) > 160:
+            why = why[:157] + "..."
+        if note := unit.stability_note():
+            why += f"\n    note: {note}"
+        print(
+            f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
+            f"{unit.contract.name:<22} {verdict}  "
+            f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases{why}",
+            file=out,
+            flush=True,
+        )
+
+    return show
+
+
+def _recorded_providers(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
+def summary_table(run: CertificationRun) -> str:
+    """Return a plain-text provider x contract table of verdicts."""
+    providers = list(dict.fromkeys(u.provider.name for u in run.units))
+    contracts = sorted({u.contract.name for u in run.units})
+    cells = {(u.provider.name, u.contract.name): u for u in run.units}
+    width = max([len(p) for p in providers] + [8])
+    cols = [max(len(c), 6) for c in contracts]
+    lines = [
+        " " * width + "  " + "  ".join(c.ljust(w) for c, w in zip(contracts, cols, strict=True))
+    ]
+    for p in providers:
+        row = []
+        for c, w in zip(contracts, cols, strict=True):
+            u = cells.get((p, c))
+            row.append(("-" if u is None else "PASS" if u.passed else "FAIL").ljust(w))
+        lines.append(p.ljust(width) + "  " + "  ".join(row))
+    return "\n".join(lines)
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    """Run the suite, write the registry and the reports; return the exit code."""
+    return asyncio.run(certify(args))
+
+
+async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run ``certify`` with parsed arguments (async, for tests)."""
+    out = out or sys.stderr
+    mode = Mode(args.mode)
+    if args.repeats < 1:
+        print("error: --repeats must be >= 1", file=out)
+        return EXIT_ERROR
+    try:
+        catalog = load_catalog(Path(args.catalog) if args.catalog else None)
+        contracts = _pick_contracts(catalog, args.contract)
+        providers, pairs, registry_path = _configured(args)
+        if args.sim and mode is Mode.REPLAY and not args.provider:
+            # Only providers with recorded cassettes can be replayed.
+            recorded = _recorded_providers(Path(args.cassettes))
+            providers = {n: p for n, p in providers.items() if n in recorded}
+        names = args.provider or list(providers)
+        unknown = [n for n in names if n not in providers]
+        if unknown:
+            raise KeyError(f"unknown provider(s) {unknown}; configured: {sorted(providers)}")
+    except (ContractError, KeyError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=out)
+        return EXIT_ERROR
+    chosen = [providers[n] for n in names]
+    pairs = [(p, f) for p, f in pairs if p in names and f in names]
+    registry = CertificationRegistry(registry_path)
+    async with _simulator(args.sim and mode is not Mode.REPLAY) as base_url:
+        if base_url is not None:
+            live = sim_providers(base_url)
+            chosen = [live[p.name] for p in chosen]
+        if mode is not Mode.REPLAY:
+            async with httpx.AsyncClient() as probe:
+                problems = await preflight(chosen, contracts[0], probe)
+            if problems:
+                for problem in problems:
+                    print(f"error: {problem}", file=out)
+                print("no case was run: fix the provider configuration first", file=out)
+                return EXIT_ERROR
+        runner = Runner(
+            mode,
+            repeats=args.repeats,
+            concurrency=args.concurrency,
+            cassette_root=Path(args.cassettes),
+            recorded_from=_sim_origin if args.sim else "live provider endpoints",
+            progress=_progress_printer(
+                out,
+                len(chosen) * len(contracts),
+                len(chosen) * sum(len(c.cases) for c in contracts),
+            ),
+            # An answer carrying a provider id an earlier run already saw is a replay.
+            earlier_ids=registry.provider_ids,
+        )
+        print(
+            f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
+            f"mode {mode.value}, k={args.repeats}, run {runner.run_id}",
+            file=out,
+            flush=True,
+        )
+        run = await runner.run(contracts, chosen, pairs=pairs)
+
+    from reports.contracts_report import write_reports
+
+    validity = dt.timedelta(days=args.validity_days)
+    try:
+        registry.record([u.certificate(validity) for u in run.units])
+    except RegistryError as exc:
+        print(f"error: cannot update the registry: {exc}", file=out)
+        return EXIT_ERROR
+    paths = write_reports(run, args.report_dir)
+    print("\n" + summary_table(run), file=out)
+    print(
+        f"\n{sum(u.passed for u in run.units)}/{len(run.units)} certification(s) passed in "
+        f"{run.duration:.1f}s; registry {registry_path}; reports {paths['html'].parent}/",
+        file=out,
+    )
+    if mode is Mode.REPLAY:
+        print("note: replay mode proves adapters and parsers; it never certifies", file=out)
+    if run.errors:
+        for err in run.errors[:10]:
+            print(f"error: {err}", file=out)
+        return EXIT_ERROR
+    return EXIT_PASS if run.passed else EXIT_FAIL
+
+
+def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Print whether the failover is allowed and why; 0 allowed, 1 refused, 2 bad arguments."""
+    out = out or sys.stdout
+    try:
+        catalog = load_catalog(Path(args.catalog) if args.catalog else None)
+        providers, _, registry_path = _configured(args)
+        contract = catalog[args.contract]
+        primary, fallback = providers[args.primary], providers[args.fallback]
+    except KeyError as exc:
+        print(f"error: unknown contract or provider: {exc}", file=out)
+        return EXIT_ERROR
+    except (ContractError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=out)
+        return EXIT_ERROR
+    verdict = CertificationRegistry(registry_path).can_failover(contract, primary, fallback)
+    word = "yes" if verdict.allowed else "no"
+    print(f"{word}: {verdict}", file=out)
+    return EXIT_PASS if verdict.allowed else EXIT_FAIL

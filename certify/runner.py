@@ -1,0 +1,388 @@
+"""Run contract cases against providers: ``live``, ``record`` (live + cassettes), ``replay``.
+
+Providers and cases run concurrently (bounded); the k repeats of one case run in order, so
+stability is measured on the same conditions. Results (``certify.results``) become
+certificates (``UnitResult.certificate``) for the registry; replay results never certify.
+
+Every run has its own id (``Runner.run_id``), part of every downstream key
+(``certify/<run id>/<contract>/<case>/<repeat>``), so a provider or proxy that honours
+``Idempotency-Key`` cannot answer this run from an earlier one. Repeats that still come
+back with one provider id (a caching proxy) are replays, not k samples: stability fails.
+
+A model that refuses ``temperature`` gets requests without it (the adapter reports that in
+``ProviderResult.omitted_parameters``); its certificate then says that the stability of its
+answers rests on pass^k alone, since the contract's temperature was never applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from certify.cassettes import (
+    CASSETTE_ROOT,
+    CURRENT_TAPE,
+    CassetteLibrary,
+    CassetteMismatch,
+    RecordingTransport,
+    Tape,
+    write_cassette,
+)
+from certify.checks import (
+    CASE_LAYERS,
+    Check,
+    Layer,
+    check_agreement,
+    check_model,
+    check_render,
+    check_replays,
+    check_schema,
+    check_semantics,
+    check_stability,
+    excerpt,
+)
+from certify.results import CaseResult, CertificationRun, Mode, Progress, UnitResult
+from contracts import language
+from contracts.model import Case, Contract
+from contracts.registry import adapter_version_of
+from providers.base import BadOutput, ProviderError, ProviderRequest
+from providers.config import ProviderConfig
+from providers.factory import build_provider
+from providers.models import model_matches
+from providers.tokenizers import Tokenizer, tokenizer_for
+
+DEFAULT_REPEATS = 3
+DEFAULT_CONCURRENCY = 8  # cases in flight at once, across all providers
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """Return a fresh certification run id: ``cert-<UTC time>-<random hex>``."""
+    t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return f"cert-{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What one call said about itself: the provider's id, the model, what was left out."""
+
+    provider_id: str | None = None
+    model: str | None = None
+    omitted_parameters: tuple[str, ...] = ()
+
+
+def _not_reached(layer: Layer, because: Layer) -> Check:
+    return Check(layer, False, f"not reached: {because.value} failed", detail={"not_reached": True})
+
+
+class Runner:
+    """Run catalog cases against providers in one mode."""
+
+    def __init__(
+        self,
+        mode: Mode,
+        *,
+        repeats: int = DEFAULT_REPEATS,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        cassette_root: Path = CASSETTE_ROOT,
+        recorded_from: str | Callable[[ProviderConfig], str] = "live provider",
+        progress: Callable[[Progress], None] | None = None,
+        client: httpx.AsyncClient | None = None,
+        adapter_version: Callable[[str], str] = adapter_version_of,
+        run_id: str | None = None,
+        earlier_ids: Callable[[str, str], Mapping[str, str]] | None = None,
+    ) -> None:
+        if repeats < 1:
+            raise ValueError("repeats must be >= 1")
+        self.mode = Mode(mode)
+        self.repeats = repeats
+        self.concurrency = max(1, concurrency)
+        self.cassette_root = Path(cassette_root)
+        self.recorded_from = recorded_from
+        self.progress = progress
+        self._client = client
+        self._adapter_version = adapter_version
+        self._tokenizers: dict[str, Tokenizer] = {}
+        #: Part of every downstream key and recorded in every certificate.
+        self.run_id = run_id or new_run_id()
+        #: ``(provider, contract) -> {provider id: run id}`` of earlier certificates.
+        self._earlier_ids = earlier_ids
+
+    def client_for(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
+        """Return the client this mode needs: plain, recording, or served from cassettes."""
+        secrets = [k for p in providers if (k := p.api_key())]
+        if self.mode is Mode.REPLAY:
+            return CassetteLibrary(self.cassette_root, secrets).client()
+        limits = httpx.Limits(max_connections=self.concurrency * 2)
+        if self.mode is Mode.RECORD:
+            transport = RecordingTransport(httpx.AsyncHTTPTransport(limits=limits), secrets)
+            return httpx.AsyncClient(transport=transport)
+        return httpx.AsyncClient(limits=limits)
+
+    async def run(
+        self,
+        contracts: Sequence[Contract],
+        providers: Sequence[ProviderConfig],
+        *,
+        pairs: Sequence[tuple[str, str]] = (),
+        case_filter: Callable[[Contract, Case], bool] | None = None,
+    ) -> CertificationRun:
+        """Run every case of every contract on every provider; compare the given pairs."""
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        if any(c.checks_language for c in contracts):
+            # Before any request is in flight: loading holds the GIL for seconds, and an
+            # in-process simulator on this loop would time calls out meanwhile.
+            language.detector()
+        client = self._client or self.client_for(providers)
+        try:
+            sem = asyncio.Semaphore(self.concurrency)
+            units = await asyncio.gather(
+                *(
+                    self._run_unit(client, sem, contract, provider, case_filter)
+                    for provider in providers
+                    for contract in contracts
+                )
+            )
+        finally:
+            if self._client is None:
+                await client.aclose()
+        by_key = {(u.provider.name, u.contract.name): u for u in units}
+        for primary, fallback in pairs:
+            for contract in contracts:
+                p, f = by_key.get((primary, contract.name)), by_key.get((fallback, contract.name))
+                if p is not None and f is not None:
+                    f.agreement[primary] = [
+                        check_agreement(
+                            contract,
+                            pc.outputs[0] if pc.outputs and pc.checks[Layer.MODEL].passed else None,
+                            fc.outputs[0] if fc.outputs and fc.checks[Layer.MODEL].passed else None,
+                        )
+                        for pc, fc in zip(p.cases, f.cases, strict=True)
+                    ]
+        return CertificationRun(
+            self.run_id, self.mode, self.repeats, list(units), started, time.perf_counter() - t0
+        )
+
+    async def _run_unit(
+        self,
+        client: httpx.AsyncClient,
+        sem: asyncio.Semaphore,
+        contract: Contract,
+        provider: ProviderConfig,
+        case_filter: Callable[[Contract, Case], bool] | None,
+    ) -> UnitResult:
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        cases = [c for c in contract.cases if case_filter is None or case_filter(contract, c)]
+        done = 0
+
+        async def one(case: Case) -> CaseResult:
+            nonlocal done
+            async with sem:
+                result = await self.run_case(client, contract, case, provider)
+            done += 1
+            if self.progress:
+                self.progress(Progress(provider.name, contract.name, done, len(cases)))
+            return result
+
+        results = await asyncio.gather(*(one(c) for c in cases))
+        unit = UnitResult(
+            contract=contract,
+            provider=provider,
+            mode=self.mode,
+            repeats=self.repeats,
+            adapter_version=self._adapter_version(provider.protocol),
+            cases=list(results),
+            started_at=started,
+            duration=time.perf_counter() - t0,
+            run_id=self.run_id,
+        )
+        if self.progress:
+            self.progress(Progress(provider.name, contract.name, done, len(cases), unit))
+        return unit
+
+    def _tokenizer(self, provider: ProviderConfig) -> Tokenizer:
+        if provider.name not in self._tokenizers:
+            self._tokenizers[provider.name] = tokenizer_for(provider)
+        return self._tokenizers[provider.name]
+
+    async def run_case(
+        self, client: httpx.AsyncClient, contract: Contract, case: Case, provider: ProviderConfig
+    ) -> CaseResult:
+        """Run one case ``repeats`` times on one provider and check every layer."""
+        t0 = time.perf_counter()
+        if contract.checks_language:
+            await language.ready()  # a no-op after ``run`` loaded it
+        tape = Tape(provider.name, contract.name, case.id)
+        CURRENT_TAPE.set(tape)  # this task's own context: the transport finds the case
+        adapter = build_provider(provider, client)
+        checks: dict[Layer, Check] = {}
+        request: ProviderRequest | None = None
+        wire: dict[str, Any] | None = None
+        try:
+            request = contract.provider_request(
+                case.input, model=provider.model, timeout=provider.timeout, idempotency_key=None
+            )
+            build = getattr(adapter, "build", None)
+            wire = build(request)[2] if callable(build) else None
+        except Exception as exc:  # a template that cannot render is reported, not raised
+            checks[Layer.RENDER] = Check(Layer.RENDER, False, f"cannot build the request: {exc}")
+        if Layer.RENDER not in checks:
+            checks[Layer.RENDER] = check_render(
+                contract, case, provider, self._tokenizer(provider), wire, request
+            )
+        if request is None:
+            for layer in CASE_LAYERS[1:]:
+                checks[layer] = _not_reached(layer, Layer.RENDER)
+            return CaseResult(contract.name, provider.name, case.id, checks, [], 0.0)
+
+        per_repeat: list[dict[Layer, Check]] = []
+        outputs: list[Any] = []
+        facts: list[CallFacts] = []
+        error: str | None = None
+        for r in range(self.repeats):
+            keyed = dataclasses.replace(
+                request, idempotency_key=self.downstream_key(contract, case, r)
+            )
+            layers, output, error, call = await self._one_call(
+                adapter, provider, contract, case, keyed
+            )
+            per_repeat.append(layers)
+            outputs.append(output)
+            facts.append(call)
+            if error is not None:
+                break
+        if self.mode is Mode.RECORD and tape.interactions:
+            write_cassette(
+                self.cassette_root,
+                tape,
+                {
+                    "recorded_from": (
+                        self.recorded_from
+                        if isinstance(self.recorded_from, str)
+                        else self.recorded_from(provider)
+                    ),
+                    "protocol": provider.protocol,
+                    "model": provider.model,
+                    "contract_fingerprint": contract.fingerprint,
+                    "run_id": self.run_id,
+                },
+            )
+        for layer in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS):
+            checks[layer] = _aggregate(layer, per_repeat)
+        repeat_passed = [all(layers[lyr].passed for lyr in _CALL_LAYERS) for layers in per_repeat]
+        provider_ids = [f.provider_id for f in facts]
+        checks[Layer.STABILITY] = check_stability(contract, repeat_passed, outputs)
+        if checks[Layer.STABILITY].passed and self.mode is not Mode.REPLAY:
+            # Replay mode serves one recording to every repeat by design; elsewhere a
+            # repeated provider id means one answer was served twice.
+            earlier = self._earlier_ids(provider.name, contract.name) if self._earlier_ids else {}
+            checks[Layer.STABILITY] = (
+                check_replays(provider_ids, earlier) or checks[Layer.STABILITY]
+            )
+        return CaseResult(
+            contract.name,
+            provider.name,
+            case.id,
+            checks,
+            outputs,
+            time.perf_counter() - t0,
+            error,
+            provider_ids=provider_ids,
+            models=[f.model for f in facts],
+            valid=[layers[Layer.MODEL].passed for layers in per_repeat],
+            omitted_parameters=tuple(sorted({p for f in facts for p in f.omitted_parameters})),
+        )
+
+    def downstream_key(self, contract: Contract, case: Case, repeat: int) -> str:
+        """Return the ``Idempotency-Key`` of one repeat (0-based) of one case in this run."""
+        return f"certify/{self.run_id}/{contract.name}/{case.id}/{repeat + 1}"
+
+    async def _one_call(
+        self,
+        adapter: Any,
+        provider: ProviderConfig,
+        contract: Contract,
+        case: Case,
+        request: ProviderRequest,
+    ) -> tuple[dict[Layer, Check], Any, str | None, CallFacts]:
+        layers: dict[Layer, Check] = {}
+        try:
+            result = await adapter.call(request)
+        except CassetteMismatch as exc:
+            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, False, f"cassette mismatch: {exc}")
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, None, str(exc), CallFacts()
+        except BadOutput as exc:
+            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
+            layers[Layer.SCHEMA] = Check(
+                Layer.SCHEMA,
+                False,
+                f"output is not the contract's JSON ({exc.reason}): {exc}",
+                exc.body_excerpt or "",
+            )
+            _fill_not_reached(layers, Layer.SCHEMA)
+            return layers, None, None, CallFacts(exc.request_id)
+        except ProviderError as exc:
+            layers[Layer.TRANSPORT] = Check(
+                Layer.TRANSPORT,
+                False,
+                f"{exc.outcome} failure ({exc.reason}): {exc}",
+                exc.body_excerpt or "",
+            )
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, None, None, CallFacts(exc.request_id)
+        facts = CallFacts(result.request_id, result.model, result.omitted_parameters)
+        output = result.output
+        identity = model_matches(
+            provider.protocol, provider.model, result.model, provider.model_aliases
+        )
+        if not identity.matches:
+            layers[Layer.TRANSPORT] = Check(
+                Layer.TRANSPORT, False, identity.reason, excerpt(output)
+            )
+            _fill_not_reached(layers, Layer.TRANSPORT)
+            return layers, output, None, facts
+        layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
+        layers[Layer.SCHEMA] = check_schema(contract, output)
+        if not layers[Layer.SCHEMA].passed:
+            _fill_not_reached(layers, Layer.SCHEMA)
+            return layers, output, None, facts
+        layers[Layer.MODEL] = check_model(contract, output)
+        if not layers[Layer.MODEL].passed:
+            _fill_not_reached(layers, Layer.MODEL)
+            return layers, output, None, facts
+        layers[Layer.SEMANTICS] = check_semantics(contract, case, output)
+        return layers, output, None, facts
+
+
+_CALL_LAYERS = (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
+
+
+def _fill_not_reached(layers: dict[Layer, Check], failed: Layer) -> None:
+    for layer in _CALL_LAYERS[_CALL_LAYERS.index(failed) + 1 :]:
+        layers[layer] = _not_reached(layer, failed)
+
+
+def _aggregate(layer: Layer, per_repeat: list[dict[Layer, Check]]) -> Check:
+    """Fail a layer when it failed in any repeat; pass it when it passed wherever reached."""
+    if not per_repeat:
+        return _not_reached(layer, Layer.RENDER)
+    checks = [rep[layer] for rep in per_repeat]
+    real = [(i, c) for i, c in enumerate(checks, start=1) if not c.detail.get("not_reached")]
+    if not real:
+        return checks[0]  # never reached in any repeat
+    failing = [(i, c) for i, c in real if not c.passed]
+    if not failing:
+        return real[0][1]
+    i, check = failing[0]
+    k = len(per_repeat)
+    if k > 1 and len(failing) < k:
+        return dataclasses.replace(check, reason=f"repeat {i}/{k}: {check.reason}")
+    return check

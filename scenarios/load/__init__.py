@@ -1,1 +1,0 @@
-"""Load scenarios: the end-to-end benchmark of the gateway and its dispatcher."""

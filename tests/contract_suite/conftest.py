@@ -1,0 +1,13 @@
+"""Load the contract suite's pytest plugin (``--onejob-mode``, ``--onejob-repeats``).
+
+The plugin is ``certify.pytest_plugin``; importing its hooks here (rather than naming it in
+``pytest_plugins``) keeps the suite loadable however it is reached. Given on the command
+line (``pytest tests/contract_suite ...``), this conftest is read before the options are
+parsed; reached any other way, the options keep their defaults (replay, k=3).
+"""
+
+from __future__ import annotations
+
+from certify.pytest_plugin import onejob_mode, onejob_repeats, pytest_addoption
+
+__all__ = ["onejob_mode", "onejob_repeats", "pytest_addoption"]
