@@ -83,4 +83,7 @@ def test_the_real_runs_html_renders_every_timeline_in_chromium(sqlite_run: Run) 
     sections = probe_report(html(run_report_from_json(sqlite_run[2])))
     assert [s["id"] for s in sections] == list(ORDER)
     for s in sections:
+        if s["id"] in POSTGRES_RUN_ONLY:
+            assert s["verdict"] == "SKIP", s  # run, and drawn, in the run on PostgreSQL
+            continue
         assert s["svgWidth"] > 500 and s["lanes"] >= 2 and s["marks"] >= 3, s

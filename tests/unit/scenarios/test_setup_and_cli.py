@@ -49,8 +49,10 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "cancel-vs-finish",
         "load-balancer-retry",
         "unknown-resolved-by-reconciler",
+        "database-partition",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
+    assert all_scenarios()["database-partition"].postgres_run_only
 
 
 async def _passes(ctx: ScenarioContext) -> None:
