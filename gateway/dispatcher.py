@@ -421,7 +421,7 @@ class Dispatcher:
         except Exception as exc:
             if not self.store.unavailable(exc, "deadline renewal"):
                 raise
-            self.store.never_sent(attempt.id, self.worker_id)
+            self.store.never_sent(attempt.id, self.worker_id, attempt.started_at)
             return None
         if not renewed:  # the lease was lost meanwhile: no longer this worker's to send
             log.warning("lease lost before the call; not sent", extra=ids)

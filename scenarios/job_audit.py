@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from scenarios.context import ScenarioContext, listed
-from scenarios.failover_load import RetryingClients
 from scenarios.harness import Process
 from scenarios.pgautoctl import fetch
 from scenarios.pgcluster import PgAutoFailoverCluster
+from scenarios.retrying_clients import RetryingClients
 
 SETTLE_TIMEOUT = 90.0  # seconds every job has to settle once the load stops
 READY_TIMEOUT = 15.0  # seconds a gateway's LISTEN relay has to be connected at the end

@@ -159,8 +159,11 @@ class JobStore(Protocol):
         """Give this worker's running attempt, not sent yet, a fresh deadline and lease."""
         ...
 
-    def never_sent(self, attempt_id: str, worker_id: str) -> None:
-        """Remember that this worker claimed the attempt and surely never sent it."""
+    def never_sent(
+        self, attempt_id: str, worker_id: str, started_at: dt.datetime | None = None
+    ) -> None:
+        """Remember that this worker's claim of the attempt (made at ``started_at``) was
+        surely never sent."""
         ...
 
     async def release_unsent(self) -> list[str]:

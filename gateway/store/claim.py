@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from gateway.domain.records import ClaimedAttempt
 from gateway.store.database import Database
-from gateway.store.rows import DECIDED, A, attempt_record, job_record
+from gateway.store.rows import DECIDED, A, attempt_record, job_record, naive_utc
 from gateway.store.tables import attempts, jobs
 from gateway.store.transaction import Stale
 
@@ -30,14 +30,21 @@ log = logging.getLogger("onejob.store")
 
 
 class UnsentClaims:
-    """The attempts this process claimed and surely never sent (attempt id -> worker)."""
+    """The claims this process made and surely never used: attempt id -> (worker, the
+    ``started_at`` the claim wrote), so that releasing one undoes that very claim and no
+    later one of the same worker."""
 
     def __init__(self) -> None:
-        self.pending: dict[str, str] = {}
+        self.pending: dict[str, tuple[str, dt.datetime | None]] = {}
 
-    def record(self, attempt_id: str, worker_id: str) -> None:
-        """Remember that ``worker_id`` claimed ``attempt_id`` and never sent it."""
-        self.pending[attempt_id] = worker_id
+    def record(self, attempt_id: str, worker_id: str, started_at: dt.datetime | None) -> None:
+        """Remember that ``worker_id``'s claim of ``attempt_id`` (made at ``started_at``,
+        naive UTC) may have committed, and that it was never used."""
+        self.pending[attempt_id] = (worker_id, started_at)
+
+    def used(self, attempt_id: str) -> None:
+        """Forget ``attempt_id``: this process claimed it again, and has it."""
+        self.pending.pop(attempt_id, None)
 
 
 class Claiming:
@@ -59,11 +66,27 @@ class Claiming:
         deadline_s: dict[str, float],
         default_deadline_s: float,
     ) -> ClaimedAttempt | None:
-        """Claim the oldest ``starting`` attempt: ``running``, leased, with a deadline."""
+        """Claim the oldest ``starting`` attempt: ``running``, leased, with a deadline.
+
+        A claim whose transaction fails once it chose its attempt may still have committed
+        (its COMMIT went out and its answer was lost): nobody runs that attempt, so it is
+        remembered as never sent (``UnsentClaims``), and released once the database
+        answers. A claim that did not commit matches nothing then.
+        """
+        chosen: list[tuple[str, dt.datetime]] = []
         try:
-            return await self._claim(worker_id, lease_ttl, deadline_s, default_deadline_s)
+            claimed = await self._claim(
+                worker_id, lease_ttl, deadline_s, default_deadline_s, chosen
+            )
         except Stale:
             return None
+        except BaseException:
+            for attempt_id, started_at in chosen:
+                self.unsent.record(attempt_id, worker_id, started_at)
+            raise
+        if claimed is not None:
+            self.unsent.used(claimed.attempt.id)
+        return claimed
 
     async def _claim(
         self,
@@ -71,6 +94,7 @@ class Claiming:
         lease_ttl: float,
         deadline_s: dict[str, float],
         default_deadline_s: float,
+        chosen: list[tuple[str, dt.datetime]],
     ) -> ClaimedAttempt | None:
         async with self.db.write() as tx:
             conn = tx.conn
@@ -88,6 +112,7 @@ class Claiming:
             if candidate is None:
                 return None
             now = self.db.now()
+            chosen.append((candidate.id, now))  # the claim below writes ``started_at=now``
             deadline = now + dt.timedelta(
                 seconds=deadline_s.get(candidate.provider, default_deadline_s)
             )
@@ -155,7 +180,9 @@ class Claiming:
             )
             return True
 
-    def never_sent(self, attempt_id: str, worker_id: str) -> None:
+    def never_sent(
+        self, attempt_id: str, worker_id: str, started_at: dt.datetime | None = None
+    ) -> None:
         """Remember that ``worker_id`` claimed ``attempt_id`` and surely never sent it.
 
         The claim could not be used (the statement that made it got no answer, or the
@@ -163,7 +190,9 @@ class Claiming:
         the queue once the database answers, so a call that never left does not end
         ``unknown`` for an operator to resolve.
         """
-        self.unsent.record(attempt_id, worker_id)
+        self.unsent.record(
+            attempt_id, worker_id, None if started_at is None else naive_utc(started_at)
+        )
 
     async def release_unsent(self) -> list[str]:
         """Put the attempts ``never_sent`` names back in the queue; return their ids.
@@ -175,18 +204,25 @@ class Claiming:
         forgotten; one the database cannot be asked about now is tried again next time.
         """
         released: list[str] = []
-        for attempt_id, worker_id in list(self.unsent.pending.items()):
+        for attempt_id, (worker_id, started_at) in list(self.unsent.pending.items()):
+            if self.unsent.pending.get(attempt_id) != (worker_id, started_at):
+                continue  # claimed again by this process meanwhile: it has it now
             try:
-                if await self._release(attempt_id, worker_id):
+                if await self._release(attempt_id, worker_id, started_at):
                     released.append(attempt_id)
             except Exception as exc:
                 if self.unavailable(exc, "release of an unsent claim"):
                     break  # still away: every other release would fail the same way
                 raise
-            del self.unsent.pending[attempt_id]
+            self.unsent.pending.pop(attempt_id, None)
         return released
 
-    async def _release(self, attempt_id: str, worker_id: str) -> bool:
+    async def _release(
+        self, attempt_id: str, worker_id: str, started_at: dt.datetime | None
+    ) -> bool:
+        claim = [attempts.c.lease_owner == worker_id]
+        if started_at is not None:  # that very claim, not a later one of this worker
+            claim.append(attempts.c.started_at == started_at)
         async with self.db.write_for_attempt(attempt_id) as found:
             if found is None:
                 return False
@@ -204,7 +240,7 @@ class Claiming:
                     "started_at": None,
                     "error": None,
                 },
-                extra_where=[attempts.c.lease_owner == worker_id],
+                extra_where=claim,
             )
             if row is None:
                 return False

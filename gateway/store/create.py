@@ -364,7 +364,7 @@ class PostgresCreation:
             if claim is not None:
                 # No answer, so the claim is not handed out: if the job was created
                 # after all, its attempt was never sent, and goes back in the queue.
-                self.unsent.record(values["id"], claim.worker_id)
+                self.unsent.record(values["id"], claim.worker_id, values["started_at"])
             raise
         if not records:
             return None

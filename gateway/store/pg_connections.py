@@ -79,11 +79,19 @@ class PostgresConnector:
                 conn = await asyncpg.connect(
                     host=host, port=port, timeout=self.config.connect_timeout, **self._options
                 )
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                # OSError covers a refusal and TimeoutError; InterfaceError covers
-                # ``TargetServerAttributeNotMatched`` (a standby, asked for read-write).
+            except (
+                OSError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.TargetServerAttributeNotMatched,
+            ) as exc:
+                # OSError covers a refusal and TimeoutError. A standby asked for
+                # read-write says ``TargetServerAttributeNotMatched`` (an
+                # ``InternalClientError``): after a failover the host tried first is often
+                # one, and the primary is further down the list.
                 last = exc
-                if not isinstance(exc, OSError) and refused is None:
+                standby = isinstance(exc, asyncpg.TargetServerAttributeNotMatched)
+                if not (standby or isinstance(exc, OSError)) and refused is None:
                     refused = exc
                 if len(self.targets) > 1:
                     log.debug("PostgreSQL host %s:%s not taken: %r", host, port, exc)

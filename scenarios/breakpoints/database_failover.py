@@ -4,7 +4,7 @@ A pg_auto_failover formation as DESIGN's high availability asks for it: a monito
 primary and two standbys, ``number_sync_standbys = 1``, so every commit waits for one
 standby and the standby promoted is one that has it. Two ``onejob serve`` processes run on
 the multi-host URL (``target_session_attrs=read-write``); clients create jobs and retry the
-same key on every 503 (:mod:`scenarios.failover_load`). Ten faults, switchover and SIGKILL
+same key on every 503 (:mod:`scenarios.retrying_clients`). Ten faults, switchover and SIGKILL
 of the whole primary node in turn; the killed node rejoins as a standby before the next.
 What must hold: only 201, 200 and 503 ``unavailable``; every acknowledged job found on
 the final primary; one job per key; no downstream key called twice; every job settled or
@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 
 from scenarios.context import ScenarioContext, ScenarioSkipped
-from scenarios.failover_load import RetryingClients
 from scenarios.harness import Process, free_port
 from scenarios.job_audit import check_jobs, check_ready
 from scenarios.pgautoctl import pg_autoctl, pg_bindir
 from scenarios.pgcluster import PgAutoFailoverCluster
 from scenarios.registry import scenario
+from scenarios.retrying_clients import RetryingClients
 from scenarios.setup import SIM_OPENAI, GatewayConfig
 from scenarios.stage import warm_simulator
 from scenarios.two_node_trap import show_two_node_trap

@@ -43,6 +43,7 @@ READY_CUT = 2.0  # seconds within which /readyz must say 503 after a cut
 READY_HEAL = 2.0  # seconds within which /readyz must say 200 after a heal
 FIRST_AFTER_HEAL = 2.0  # seconds within which an acknowledgement must come after a heal
 SETTLE = 30.0  # seconds the jobs may take to settle once the load stops
+PAUSE = 0.2  # seconds a client rests between two intentions
 
 
 @scenario(
@@ -112,14 +113,22 @@ async def _partitioned(
     )
 
     clients = RetryingClients(
-        [gateway.base_url], key, body, count=CLIENTS, waiting=WAITING, wait=WAIT, prefix="dp"
+        [gateway.base_url],
+        key,
+        lambda _: body,
+        clients=CLIENTS,
+        pause=PAUSE,
+        prefix="dp",
+        waiting=WAITING,
+        wait=WAIT,
     )
     ready = ReadinessPoller(gateway.base_url)
-    tasks = [asyncio.create_task(clients.run()), asyncio.create_task(ready.run())]
+    clients.start()
+    tasks = [asyncio.create_task(ready.run())]
     windows: list[tuple[float, float, float]] = []  # (cut, heal, seconds)
     try:
         await asyncio.sleep(STEADY)
-        first = next((t.job_id for t in clients.tries if t.job_id), None)
+        first = next((t.job_id for t in clients.answers if t.job_id), None)
         if first is not None:
             ctx.watch(gateway, key, first, sim, "before the cuts")
         for seconds in CUTS:
@@ -133,8 +142,8 @@ async def _partitioned(
             windows.append((cut, healed, seconds))
             await asyncio.sleep(RECOVERY)
     finally:
-        clients.stop.set()
         ready.stop.set()
+        await clients.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
     ctx.action("load stopped")
     try:
@@ -153,14 +162,14 @@ async def _checks(
     ready: ReadinessPoller,
     windows: list[tuple[float, float, float]],
 ) -> None:
-    tries = clients.tries
+    tries = clients.answers
     statuses = Counter(t.status for t in tries)
     late = [t for t in tries if t.took > (t.wait or 0) + DEADLINE + 1.0]
     per_cut = [_window_facts(clients, ready, cut, healed) for cut, healed, _ in windows]
     for (_, _, seconds), facts in zip(windows, per_cut, strict=True):
         ctx.note(f"{seconds:.0f} s cut: {facts['summary']}")
     ctx.note(
-        f"{len(tries)} requests for {len(clients.job_of_key)} acknowledged intentions; "
+        f"{len(tries)} requests for {len(clients.acknowledged())} acknowledged intentions; "
         f"statuses {dict(sorted((str(k), v) for k, v in statuses.items()))}; slowest "
         f"{max((t.took for t in tries), default=0):.2f} s"
     )
@@ -202,9 +211,9 @@ def _window_facts(
     """Measure one cut: readiness down and up, the first acknowledgement after the heal."""
     down = ready.first(503, cut)
     up = ready.first(200, healed)
-    firsts = [t.answered for t in clients.tries if t.job_id and t.answered >= healed]
-    created = [t.answered for t in clients.tries if t.status == 201 and t.answered >= healed]
-    during = Counter(t.status for t in clients.tries if cut <= t.answered < healed)
+    firsts = [t.answered for t in clients.answers if t.job_id and t.answered >= healed]
+    created = [t.answered for t in clients.answers if t.status == 201 and t.answered >= healed]
+    during = Counter(t.status for t in clients.answers if cut <= t.answered < healed)
     facts: dict[str, Any] = {
         "ready_down": None if down is None else down - cut,
         "ready_up": None if up is None else up - healed,
@@ -226,7 +235,7 @@ async def _check_the_jobs(
     clients: RetryingClients,
 ) -> None:
     keys_jobs: dict[str, set[str]] = {}
-    for t in clients.tries:
+    for t in clients.answers:
         if t.job_id:
             keys_jobs.setdefault(t.key, set()).add(t.job_id)
     split = {k: v for k, v in keys_jobs.items() if len(v) > 1}
@@ -294,4 +303,4 @@ async def _unknown_attempts(ctx: ScenarioContext, gateway: Any, admin: str) -> l
 
 
 def _examples(tries: list[Any], status: int | None) -> str:
-    return "; ".join(f"{t.key}: {t.detail}" for t in tries if t.status == status)[:500]
+    return "; ".join(f"{t.key}: {t.problem}" for t in tries if t.status == status)[:500]

@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import sqlalchemy as sa
-from conftest import FAST
-from fault_relay import FaultRelay
+from fault_relay import FAST, FaultRelay
 
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, NewJob
@@ -104,7 +103,6 @@ async def test_a_claim_whose_answer_was_lost_goes_back_to_the_queue_not_to_unkno
 
     job = await direct.get_job(made.job.id)
     assert job is not None
-    # Fails today: UNKNOWN (the reaper's), though no provider call was ever made.
     assert job.attempts[0].state is AttemptState.STARTING
     kinds = [e.kind for e in await direct.events(job.id)]
     assert "claim_released" in kinds

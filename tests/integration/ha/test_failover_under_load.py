@@ -3,7 +3,7 @@
 The formation DESIGN asks for (a monitor, a primary, two standbys, number_sync_standbys =
 1), a gateway served in-process on its multi-host URL with the LISTEN relay running, and
 clients that create jobs and retry the same key on every 503
-(``scenarios.failover_load``). Under that load the primary is switched over once and
+(``scenarios.retrying_clients``). Under that load the primary is switched over once and
 SIGKILLed once. Only 201, 200 and 503 ``unavailable`` may come back, every job a client
 was given is stored on the final primary, a key names one job however often it was
 retried, and the gateway is ready again with its relay reconnected. The scenario
@@ -37,9 +37,9 @@ from gateway.notify import ChangeHub
 from gateway.runtime import postgres_relay
 from gateway.settings import DatabaseConfig
 from gateway.store import open_store, upgrade_database
-from scenarios.failover_load import RetryingClients
 from scenarios.pgautoctl import fetch, pg_autoctl, pg_bindir
 from scenarios.pgcluster import PgAutoFailoverCluster
+from scenarios.retrying_clients import RetryingClients
 from scenarios.workload import sample_input
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

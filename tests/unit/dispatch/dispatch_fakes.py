@@ -149,7 +149,7 @@ class SpyStore:
             raise self.extend_errors.pop(0)
         return True
 
-    def never_sent(self, attempt_id: str, worker_id: str) -> None:
+    def never_sent(self, attempt_id: str, worker_id: str, started_at: Any = None) -> None:
         self.calls.append(("never_sent", (attempt_id, worker_id), {}))
 
     async def release_unsent(self) -> list[str]:

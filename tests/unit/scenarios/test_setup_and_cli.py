@@ -50,9 +50,11 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "load-balancer-retry",
         "unknown-resolved-by-reconciler",
         "database-partition",
+        "database-failover",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
     assert all_scenarios()["database-partition"].postgres_run_only
+    assert all_scenarios()["database-failover"].postgres_run_only
 
 
 async def _passes(ctx: ScenarioContext) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.failover_load import UNAVAILABLE, Answer, RetryingClients
+from scenarios.retrying_clients import UNAVAILABLE, Answer, RetryingClients
 
 
 def answer(answered: float, status: int | None, key: str = "k", **fields: Any) -> Answer:
