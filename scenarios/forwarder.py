@@ -95,7 +95,10 @@ class Forwarder:
         forward = Forward(target, listen_host, 0, *upstream)
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._relay(forward, reader, writer)
+            # Closing the forwarder cancels its relays: that is their end, not an error
+            # (asyncio's server would print each cancelled handler's traceback).
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._relay(forward, reader, writer)
 
         server = await asyncio.start_server(handle, listen_host, listen_port)
         forward.port = server.sockets[0].getsockname()[1]
