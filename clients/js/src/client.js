@@ -1,0 +1,350 @@
+// OnejobClient: onejob from a browser or Node, with fetch and nothing else.
+//
+// Creating a job sends the intention's key and body, and sends them again, unchanged,
+// after a network error, a timeout, 429, 502, 503 or 504, until the deadline: the first
+// try may have made the job (its answer was lost), and the retry then gets that job back
+// (200, Idempotent-Replayed: true), never a second one. Waiting reads the job's event
+// stream when the gateway serves one (resuming with Last-Event-ID after a drop), else
+// polls with Prefer: wait.
+
+import { AttemptInProgress, OnejobError, StreamUnsupported, problemError } from "./errors.js";
+import { keyHeader } from "./intention.js";
+import { RETRY_STATUSES, Retrying } from "./retry.js";
+import { EVENT_STREAM, SSEDecoder, eventJSON } from "./sse.js";
+
+export const VERSION = "0.1.0";
+/** Seconds: the most Prefer: wait the gateway honours. */
+export const MAX_WAIT = 60;
+/** ms before reopening a dropped event stream that named no retry. */
+export const STREAM_RECONNECT_MS = 1_000;
+/** ms an open event stream may stay silent (heartbeats included) before it is taken for dead. */
+export const STREAM_SILENCE_MS = 30_000;
+/** Job statuses nothing changes on its own: decided, or unknown. */
+export const SETTLED = Object.freeze(["succeeded", "failed", "cancelled", "unknown"]);
+/** Attempt states that block a new attempt. */
+export const IN_PROGRESS = Object.freeze(["starting", "running", "unknown"]);
+/** Audit event kinds after which the job may have settled: the waiter reads the job. */
+const SETTLING_KINDS = new Set([
+  "attempt_unknown",
+  "attempt_succeeded",
+  "attempt_failed",
+  "attempt_resolved",
+  "job_failed",
+  "job_cancelled",
+  "race_lost",
+  "status",
+  "job",
+]);
+
+/** Whether nothing will change on the job without someone acting. */
+export function isSettled(job) {
+  return SETTLED.includes(job.status);
+}
+
+/** The attempt that blocks a new one (starting, running or unknown), or null. */
+export function blockingAttempt(job) {
+  return (job.attempts || []).find((a) => IN_PROGRESS.includes(a.state)) ?? null;
+}
+
+/** Whether the job may have settled with this stream event: worth reading the job. */
+export function mayHaveSettled(event) {
+  if (SETTLING_KINDS.has(event.event)) return true;
+  const data = eventJSON(event);
+  if (!data || typeof data !== "object") return false;
+  const status = data.status ?? data.job_status ?? data.job?.status;
+  return SETTLED.includes(status) || SETTLING_KINDS.has(data.kind);
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done() {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }
+    function aborted() {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }
+    signal?.addEventListener("abort", aborted, { once: true });
+  });
+}
+
+/** A signal that aborts after `ms` or when `outer` aborts; call done() to let go of both. */
+function deadlineSignal(outer, ms) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException("timed out", "TimeoutError")), ms);
+  const forward = () => controller.abort(outer.reason);
+  outer?.addEventListener("abort", forward, { once: true });
+  return {
+    signal: controller.signal,
+    abort: (reason) => controller.abort(reason),
+    rearm(nextMs) {
+      clearTimeout(this._timer ?? timer);
+      this._timer = setTimeout(() => controller.abort(new DOMException("silent", "TimeoutError")), nextMs);
+    },
+    done() {
+      clearTimeout(timer);
+      clearTimeout(this._timer);
+      outer?.removeEventListener("abort", forward);
+    },
+  };
+}
+
+function preferWait(headers, waitSeconds) {
+  if (!waitSeconds || waitSeconds <= 0) return 0;
+  const seconds = Math.max(1, Math.min(MAX_WAIT, Math.floor(waitSeconds)));
+  headers.Prefer = `wait=${seconds}`;
+  return seconds * 1000;
+}
+
+function parseJSON(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+function raiseProblem(status, statusText, text) {
+  let problem = parseJSON(text);
+  if (!problem || typeof problem !== "object") problem = { title: statusText, detail: text.slice(0, 200) };
+  throw problemError(status, problem);
+}
+
+export class OnejobClient {
+  /**
+   * @param {object} [options]
+   * @param {string} [options.baseUrl] the gateway; "" in a page: the page's own origin
+   * @param {string} [options.apiKey] leave out in a browser: the page's server adds it
+   * @param {object} [options.policy] RetryPolicy fields (ms)
+   * @param {typeof fetch} [options.fetch]
+   * @param {(info: object) => void} [options.onRetry] told before each wait between tries
+   * @param {Record<string, string>} [options.headers] sent with every request
+   */
+  constructor({
+    baseUrl = "",
+    apiKey = null,
+    policy = {},
+    fetch: fetchImpl = undefined,
+    onRetry = null,
+    headers = {},
+    sleep: sleepImpl = sleep,
+  } = {}) {
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.policy = policy;
+    this.onRetry = onRetry;
+    this._fetch = fetchImpl ?? ((...args) => globalThis.fetch(...args));
+    this._sleep = sleepImpl;
+    this._headers = { ...headers };
+    if (apiKey) this._headers.Authorization = `Bearer ${apiKey}`;
+    /** false once the gateway answered the events path without a stream: poll then */
+    this.streams = true;
+  }
+
+  /**
+   * Create the intention's job, or get it back if an earlier try (or tab, or click)
+   * already made it.
+   */
+  async createJob(intention, { waitSeconds = 0, signal } = {}) {
+    const headers = { "Idempotency-Key": keyHeader(intention.key), "Content-Type": "application/json" };
+    const waitMs = preferWait(headers, waitSeconds);
+    const call = { method: "POST", path: "/v1/jobs", headers, body: intention.body, waitMs };
+    const { response, text, tries } = await this._send(call, signal);
+    if (!response.ok) raiseProblem(response.status, response.statusText, text);
+    return {
+      job: JSON.parse(text),
+      replayed: (response.headers.get("idempotent-replayed") || "").toLowerCase() === "true",
+      status: response.status,
+      tries,
+    };
+  }
+
+  /** The job; with waitSeconds, once it settles or after that many seconds. */
+  async getJob(jobId, { waitSeconds = 0, signal } = {}) {
+    const headers = {};
+    const waitMs = preferWait(headers, waitSeconds);
+    const call = { method: "GET", path: `/v1/jobs/${encodeURIComponent(jobId)}`, headers, waitMs };
+    const { response, text } = await this._send(call, signal);
+    if (!response.ok) raiseProblem(response.status, response.statusText, text);
+    return JSON.parse(text);
+  }
+
+  /** Add a manual attempt on `provider`; throws AttemptInProgress while one is in progress. */
+  async requestAttempt(jobId, provider, { signal } = {}) {
+    const call = {
+      method: "POST",
+      path: `/v1/jobs/${encodeURIComponent(jobId)}/attempts`,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ provider }),
+      waitMs: 0,
+    };
+    const { response, text } = await this._send(call, signal);
+    if (!response.ok) raiseProblem(response.status, response.statusText, text);
+    const body = JSON.parse(text);
+    return { job: body, attemptId: body.attempt_id ?? "" };
+  }
+
+  /**
+   * Press the fallback button: {kind: "added"} or {kind: "still-in-progress"}, never a
+   * second attempt while one may still be doing the work.
+   */
+  async fallback(jobId, provider, { signal } = {}) {
+    try {
+      const added = await this.requestAttempt(jobId, provider, { signal });
+      return { kind: "added", ...added };
+    } catch (error) {
+      if (!(error instanceof AttemptInProgress)) throw error;
+      return {
+        kind: "still-in-progress",
+        jobId,
+        attemptId: error.attemptId,
+        attemptState: error.attemptState,
+        detail: error.detail,
+      };
+    }
+  }
+
+  /** Create the intention's job (or find it again) and wait for it to settle. */
+  async run(intention, options = {}) {
+    const created = await this.createJob(intention, { signal: options.signal });
+    options.onJob?.(created.job);
+    if (isSettled(created.job)) return created.job;
+    return this.waitForJob(created.job.id, options);
+  }
+
+  /**
+   * The job once it settles (or as it is after timeoutMs). Reads the event stream when
+   * the gateway serves one, else polls with Prefer: wait (pollWaitSeconds each, at most 60).
+   */
+  async waitForJob(jobId, { timeoutMs = 60_000, pollWaitSeconds = MAX_WAIT, onEvent, onJob, signal } = {}) {
+    const waiting = new Waiting(timeoutMs);
+    for (;;) {
+      let job;
+      if (this.streams) {
+        try {
+          job = await this._streamOnce(jobId, waiting, onEvent, onJob, signal);
+        } catch (error) {
+          if (!(error instanceof StreamUnsupported)) throw error;
+          this.streams = false;
+          continue;
+        }
+      } else {
+        const left = waiting.remainingMs() / 1000;
+        job = await this._observe(jobId, onJob, left >= 1 ? Math.min(left, pollWaitSeconds) : 0, signal);
+      }
+      if (isSettled(job) || waiting.remainingMs() <= 0) return job;
+    }
+  }
+
+  async _observe(jobId, onJob, waitSeconds, signal) {
+    const job = await this.getJob(jobId, { waitSeconds, signal });
+    onJob?.(job);
+    return job;
+  }
+
+  async _streamOnce(jobId, waiting, onEvent, onJob, signal) {
+    const decoder = waiting.newDecoder();
+    const headers = { ...this._headers, Accept: EVENT_STREAM, "Cache-Control": "no-cache" };
+    if (decoder.lastEventId) headers["Last-Event-ID"] = decoder.lastEventId;
+    const silenceMs = () => Math.max(100, Math.min(STREAM_SILENCE_MS, waiting.remainingMs()));
+    const guard = deadlineSignal(signal, silenceMs());
+    try {
+      const url = `${this.baseUrl}/v1/jobs/${encodeURIComponent(jobId)}/events`;
+      const response = await this._fetch(url, { headers, signal: guard.signal });
+      if (RETRY_STATUSES.has(response.status)) {
+        await response.body?.cancel();
+      } else {
+        if (!response.ok) raiseProblem(response.status, response.statusText, await response.text());
+        const media = (response.headers.get("content-type") || "").split(";")[0].trim().toLowerCase();
+        if (media !== EVENT_STREAM) {
+          await response.body?.cancel();
+          throw new StreamUnsupported(`GET ${url} answered ${media || "no media type"}`);
+        }
+        const reader = response.body.getReader();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          guard.rearm(silenceMs());
+          for (const event of decoder.feed(value)) {
+            onEvent?.(event);
+            if (mayHaveSettled(event)) {
+              const job = await this._observe(jobId, onJob, 0, signal);
+              if (isSettled(job)) {
+                guard.abort(new DOMException("settled", "AbortError"));
+                return job;
+              }
+            }
+          }
+        }
+      }
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason ?? error;
+      if (error instanceof OnejobError) throw error;
+      // The stream dropped (a network error, or silence past STREAM_SILENCE_MS): resume.
+    } finally {
+      guard.done();
+    }
+    const job = await this._observe(jobId, onJob, 0, signal);
+    if (!isSettled(job)) {
+      waiting.reconnects += 1;
+      await this._sleep(Math.min(waiting.reconnectDelayMs(), waiting.remainingMs()), signal);
+    }
+    return job;
+  }
+
+  /** Send until a final answer; the same key and body every time. */
+  async _send(call, signal) {
+    const retrying = new Retrying(this.policy, { extraMs: call.waitMs });
+    for (;;) {
+      const guard = deadlineSignal(signal, retrying.timeoutMs(call.waitMs));
+      let response;
+      let text;
+      try {
+        response = await this._fetch(this.baseUrl + call.path, {
+          method: call.method,
+          headers: { ...this._headers, ...call.headers },
+          body: call.body,
+          signal: guard.signal,
+        });
+        text = await response.text();
+      } catch (error) {
+        if (signal?.aborted) throw signal.reason ?? error;
+        const delayMs = retrying.waitAfterError(error);
+        this.onRetry?.({ method: call.method, path: call.path, tries: retrying.tries, delayMs, status: null, error });
+        await this._sleep(delayMs, signal);
+        continue;
+      } finally {
+        guard.done();
+      }
+      const outcome = response.status === 503 ? (parseJSON(text)?.outcome ?? null) : null;
+      const delayMs = retrying.waitAfterStatus(response.status, response.headers.get("retry-after"), outcome);
+      if (delayMs === null) return { response, text, tries: retrying.tries };
+      this.onRetry?.({ method: call.method, path: call.path, tries: retrying.tries, delayMs, status: response.status });
+      await this._sleep(delayMs, signal);
+    }
+  }
+}
+
+/** The state of one wait for a job to settle: deadline, stream position. */
+class Waiting {
+  constructor(timeoutMs) {
+    this.deadline = Date.now() + timeoutMs;
+    this.decoder = new SSEDecoder();
+    this.reconnects = 0;
+  }
+
+  newDecoder() {
+    this.decoder = new SSEDecoder(this.decoder.lastEventId);
+    return this.decoder;
+  }
+
+  reconnectDelayMs() {
+    return this.decoder.retry ?? STREAM_RECONNECT_MS;
+  }
+
+  remainingMs() {
+    return Math.max(0, this.deadline - Date.now());
+  }
+}

@@ -1,0 +1,81 @@
+"""onejob's Python client: one Idempotency-Key per intention, retries that are safe.
+
+::
+
+    from onejob_client import Client, Intention
+
+    intention = Intention.new("ticket-triage@1", {...})   # the key is made here, once
+    store(intention.to_json())                            # before the first request
+    with Client("http://127.0.0.1:8000", api_key=KEY) as onejob:
+        job = onejob.run(intention, timeout=60)           # create (or find again), wait
+"""
+
+from __future__ import annotations
+
+from onejob_client.async_client import AsyncClient
+from onejob_client.client import Client
+from onejob_client.errors import (
+    AttemptInProgress,
+    FallbackNotCertified,
+    Forbidden,
+    InvalidInput,
+    InvalidKey,
+    JobClosed,
+    KeyReused,
+    NotFound,
+    OnejobError,
+    ProblemError,
+    StreamUnsupported,
+    Unauthorized,
+    Unavailable,
+    UnknownContract,
+    UnknownProvider,
+)
+from onejob_client.intention import Intention, new_key
+from onejob_client.jobs import (
+    Attempt,
+    AttemptAdded,
+    AttemptState,
+    Created,
+    FallbackOutcome,
+    Job,
+    JobStatus,
+    StillInProgress,
+)
+from onejob_client.protocol import VERSION as __version__
+from onejob_client.retry import RetryPolicy
+from onejob_client.sse import ServerSentEvent, SSEDecoder
+
+__all__ = [
+    "AsyncClient",
+    "Attempt",
+    "AttemptAdded",
+    "AttemptInProgress",
+    "AttemptState",
+    "Client",
+    "Created",
+    "FallbackNotCertified",
+    "FallbackOutcome",
+    "Forbidden",
+    "Intention",
+    "InvalidInput",
+    "InvalidKey",
+    "Job",
+    "JobClosed",
+    "JobStatus",
+    "KeyReused",
+    "NotFound",
+    "OnejobError",
+    "ProblemError",
+    "RetryPolicy",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "StillInProgress",
+    "StreamUnsupported",
+    "Unauthorized",
+    "Unavailable",
+    "UnknownContract",
+    "UnknownProvider",
+    "__version__",
+    "new_key",
+]

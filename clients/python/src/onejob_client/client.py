@@ -1,0 +1,212 @@
+"""``Client``: onejob from synchronous code (``AsyncClient`` is the same for asyncio).
+
+Every decision (which request, whether to retry, how long to wait, what an answer means)
+is made in ``protocol`` and ``retry``; this module only sends, sleeps and reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+
+from onejob_client.errors import AttemptInProgress, StreamUnsupported
+from onejob_client.intention import Intention
+from onejob_client.jobs import AttemptAdded, Created, FallbackOutcome, Job
+from onejob_client.protocol import (
+    STREAM_SILENCE,
+    USER_AGENT,
+    Call,
+    Waiting,
+    attempt_call,
+    create_call,
+    events_call,
+    job_call,
+    may_have_settled,
+    open_stream,
+    read_attempt,
+    read_created,
+    read_job,
+    still_in_progress,
+    unavailable_outcome,
+)
+from onejob_client.retry import RETRY_STATUSES, Retrying, RetryPolicy
+from onejob_client.sse import ServerSentEvent
+
+log = logging.getLogger("onejob_client")
+
+OnEvent = Callable[[ServerSentEvent], None]
+OnJob = Callable[[Job], None]
+
+
+class Client:
+    """Call onejob so that one intention stays one job, retrying safely."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        http: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.policy = policy or RetryPolicy()
+        self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._owns_http = http is None
+        self._http = http if http is not None else httpx.Client()
+        self._sleep = sleep
+        self._clock = clock
+        #: False once the gateway answered the events path without a stream: poll then.
+        self.streams = True
+
+    def close(self) -> None:
+        """Close the HTTP client if this client made it."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create_job(self, intention: Intention, *, wait: float | None = None) -> Created:
+        """Create the intention's job, or get it back if an earlier try already made it."""
+        response, retrying = self._send(create_call(intention, wait))
+        return read_created(response, retrying.tries)
+
+    def get_job(self, job_id: str, *, wait: float | None = None) -> Job:
+        """Return the job; with ``wait``, once it settles or after ``wait`` seconds."""
+        return read_job(self._send(job_call(job_id, wait))[0])
+
+    def request_attempt(self, job_id: str, provider: str) -> AttemptAdded:
+        """Add a manual attempt on ``provider``; raise ``AttemptInProgress`` while blocked."""
+        return read_attempt(self._send(attempt_call(job_id, provider))[0])
+
+    def fallback(self, job_id: str, provider: str) -> FallbackOutcome:
+        """Press the fallback button: an attempt added, or "still in progress, wait"."""
+        try:
+            return self.request_attempt(job_id, provider)
+        except AttemptInProgress as exc:
+            return still_in_progress(job_id, exc)
+
+    def run(
+        self,
+        intention: Intention,
+        *,
+        timeout: float = 60.0,
+        on_event: OnEvent | None = None,
+        on_job: OnJob | None = None,
+    ) -> Job:
+        """Create the intention's job (or find it again) and wait for it to settle."""
+        created = self.create_job(intention)
+        if on_job is not None:
+            on_job(created.job)
+        if created.job.settled:
+            return created.job
+        return self.wait(created.job.id, timeout=timeout, on_event=on_event, on_job=on_job)
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float = 60.0,
+        on_event: OnEvent | None = None,
+        on_job: OnJob | None = None,
+    ) -> Job:
+        """Return the job once it settles (or as it is after ``timeout`` seconds).
+
+        Waits on the job's event stream when the gateway serves one (reconnecting with
+        ``Last-Event-ID`` after a drop), else with ``Prefer: wait`` polls.
+        """
+        waiting = Waiting(timeout, self._clock())
+        while True:
+            if self.streams:
+                try:
+                    job = self._stream_once(job_id, waiting, on_event, on_job)
+                except StreamUnsupported as exc:
+                    log.debug("no event stream, polling instead: %s", exc)
+                    self.streams = False
+                    continue
+            else:
+                left = waiting.remaining(self._clock())
+                job = self._observe(job_id, on_job, left if left >= 1 else None)
+            if job.settled or waiting.remaining(self._clock()) <= 0:
+                return job
+
+    def _observe(self, job_id: str, on_job: OnJob | None, wait: float | None = None) -> Job:
+        job = self.get_job(job_id, wait=wait)
+        if on_job is not None:
+            on_job(job)
+        return job
+
+    def _stream_once(
+        self, job_id: str, waiting: Waiting, on_event: OnEvent | None, on_job: OnJob | None
+    ) -> Job:
+        """Read the event stream until the job settles or the stream ends; return the job."""
+        decoder = waiting.new_decoder()
+        call = events_call(job_id, decoder.last_event_id)
+        silence = max(0.1, min(STREAM_SILENCE, waiting.remaining(self._clock())))
+        try:
+            with self._http.stream(
+                call.method,
+                self.base_url + call.path,
+                headers=self._headers(call),
+                timeout=httpx.Timeout(silence),
+            ) as response:
+                if response.status_code not in RETRY_STATUSES:
+                    open_stream(response)
+                    for chunk in response.iter_bytes():
+                        for event in decoder.feed(chunk):
+                            if on_event is not None:
+                                on_event(event)
+                            if may_have_settled(event):
+                                job = self._observe(job_id, on_job)
+                                if job.settled:
+                                    return job
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            log.info("event stream of %s dropped (%s); resuming", job_id, type(exc).__name__)
+        job = self._observe(job_id, on_job)
+        if not job.settled:
+            waiting.reconnects += 1
+            self._sleep(min(waiting.reconnect_delay(), waiting.remaining(self._clock())))
+        return job
+
+    def _headers(self, call: Call) -> dict[str, str]:
+        return {"User-Agent": USER_AGENT, **self._auth, **call.headers}
+
+    def _send(self, call: Call) -> tuple[httpx.Response, Retrying]:
+        """Send ``call`` until it gets a final answer; the same key and body every time."""
+        retrying = Retrying(self.policy, extra=call.wait, clock=self._clock)
+        while True:
+            request = self._http.build_request(
+                call.method,
+                self.base_url + call.path,
+                headers=self._headers(call),
+                content=call.content,
+                timeout=retrying.timeout(call.wait),
+            )
+            try:
+                response = self._http.send(request)
+            except httpx.TransportError as exc:
+                delay = retrying.wait_after_error(exc)
+                log.info("%s %s: %s; retry in %.2f s", call.method, call.path, exc, delay)
+                self._sleep(delay)
+                continue
+            retrying.note_outcome(unavailable_outcome(response))
+            delay_or_none = retrying.wait_after_status(response.status_code, response.headers)
+            if delay_or_none is None:
+                return response, retrying
+            log.info(
+                "%s %s: %d; retry in %.2f s",
+                call.method,
+                call.path,
+                response.status_code,
+                delay_or_none,
+            )
+            self._sleep(delay_or_none)

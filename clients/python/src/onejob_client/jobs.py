@@ -1,0 +1,148 @@
+"""Typed answers: the job, its attempts, and what a creation or a fallback press gave."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class JobStatus(str, enum.Enum):
+    """Where a job stands."""
+
+    QUEUED = "queued"  #: created; its first attempt has not started
+    RUNNING = "running"  #: an attempt is in flight
+    #: an attempt's outcome is not known (a timeout, a dropped connection): it may still
+    #: finish at the provider, so nothing new starts until it is resolved out of band
+    UNKNOWN = "unknown"
+    SUCCEEDED = "succeeded"  #: decided: ``result`` holds the answer
+    FAILED = "failed"  #: decided: no attempt succeeded (a manual attempt may reopen it)
+    CANCELLED = "cancelled"  #: decided: cancelled
+
+
+#: The statuses ``Prefer: wait`` and ``wait`` stop at: nothing will change on its own.
+SETTLED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.UNKNOWN})
+
+
+class AttemptState(str, enum.Enum):
+    """Where one try at the job stands."""
+
+    STARTING = "starting"  #: created; may be about to call the provider
+    RUNNING = "running"  #: the provider call is in flight
+    SUCCEEDED = "succeeded"  #: won: its result is the job's
+    LOST = "lost"  #: finished after another attempt won; its result was dropped
+    FAILED = "failed"  #: definitely did not do the work
+    CANCELLED = "cancelled"  #: resolved as cancelled
+    UNKNOWN = "unknown"  #: may or may not have done the work; blocks new attempts
+
+
+#: Attempt states that block a new attempt (R4).
+IN_PROGRESS = frozenset({AttemptState.STARTING, AttemptState.RUNNING, AttemptState.UNKNOWN})
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One try at fulfilling the job (the first call, a failover, a manual retry)."""
+
+    id: str
+    number: int
+    provider: str
+    reason: str  #: ``initial``, ``failover``, ``hedge`` or ``manual``
+    state: AttemptState
+    error: dict[str, Any] | None
+    started_at: str | None
+    finished_at: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attempt:
+        return cls(
+            id=data["id"],
+            number=int(data["number"]),
+            provider=data["provider"],
+            reason=data["reason"],
+            state=AttemptState(data["state"]),
+            error=data.get("error"),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """The durable record of one intention, with its attempts."""
+
+    id: str
+    idempotency_key: str
+    contract: str
+    provider: str
+    status: JobStatus
+    version: int
+    completed_by: str | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    attempts: tuple[Attempt, ...]
+    raw: dict[str, Any] = dataclasses.field(repr=False, compare=False)  #: the whole body
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        return cls(
+            id=data["id"],
+            idempotency_key=data["idempotency_key"],
+            contract=data["contract"],
+            provider=data["provider"],
+            status=JobStatus(data["status"]),
+            version=int(data["version"]),
+            completed_by=data.get("completed_by"),
+            result=data.get("result"),
+            error=data.get("error"),
+            attempts=tuple(Attempt.from_json(a) for a in data.get("attempts") or []),
+            raw=data,
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Say whether nothing will change without someone acting (decided, or unknown)."""
+        return self.status in SETTLED
+
+    @property
+    def blocking_attempt(self) -> Attempt | None:
+        """Return the attempt that blocks a new one (starting, running or unknown)."""
+        return next((a for a in self.attempts if a.state in IN_PROGRESS), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Created:
+    """What ``create_job`` got: the job, and whether the key had already made it."""
+
+    job: Job
+    #: ``Idempotent-Replayed: true``: this key had already made this job (an earlier
+    #: try's answer was lost, or the intention was sent again); not a new job
+    replayed: bool
+    status_code: int  #: 201 (new) or 200 (replayed)
+    tries: int  #: requests sent for this call, all with the same key and body
+
+
+@dataclasses.dataclass(frozen=True)
+class AttemptAdded:
+    """The fallback button worked: a manual attempt was accepted and will run."""
+
+    job: Job
+    attempt_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StillInProgress:
+    """The fallback button was refused because an attempt is still in progress: wait.
+
+    Pressing again changes nothing until ``attempt_id`` finishes; an ``unknown`` attempt
+    waits for an operator (or the reconciler) to resolve it, because it may still finish
+    at the provider, and a second call could do the work twice.
+    """
+
+    job_id: str
+    attempt_id: str
+    attempt_state: AttemptState
+    detail: str
+
+
+FallbackOutcome = AttemptAdded | StillInProgress
