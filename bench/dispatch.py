@@ -27,7 +27,7 @@ from bench.lib.children import ROOT, child, free_port, ready
 from bench.lib.loads import CASES, CONTRACT
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
-from gateway.dispatch.wiring import DispatcherService
+from gateway.background import DispatcherService
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
 from gateway.metrics import Metrics
@@ -85,7 +85,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     store = await open_store(database_url, hub=hub)
     sim_cmd = [
         "-c",
-        "from gateway.cli import main; raise SystemExit(main())",
+        "from cli.main import main; raise SystemExit(main())",
         "sim",
         "serve",
         "--port",

@@ -133,7 +133,7 @@ async def stack(args: argparse.Namespace, work: Path) -> AsyncIterator[dict[str,
     sim_log, gw_log = work / "sim.log", work / "gateway.log"
     sim_cmd = [
         "-c",
-        "from gateway.cli import main; raise SystemExit(main())",
+        "from cli.main import main; raise SystemExit(main())",
         "sim",
         "serve",
         "--port",

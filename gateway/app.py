@@ -1,8 +1,9 @@
-"""The composition root: ``create_app(settings)`` wires store, service and routes.
+"""The HTTP app: ``create_app(settings)`` puts the routes on what ``gateway.bootstrap`` builds.
 
-Nothing is opened at import time. The lifespan opens the store (unless one is injected),
-builds the service, then starts the *background services* - the dispatcher, the PostgreSQL
-LISTEN relay - from a list of factories, and stops them in reverse order on shutdown.
+Nothing is opened at import time. The lifespan runs ``gateway.bootstrap.running``: it opens
+the store (unless one is injected), builds the service, then starts the *background
+services* - the dispatcher, the PostgreSQL LISTEN relay - from a list of factories, and
+stops them in reverse order on shutdown.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from gateway.http.routes import (
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
-from gateway.runtime import ServiceFactory, default_background, running
+from gateway.bootstrap import ServiceFactory, default_background, running
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)

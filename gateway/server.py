@@ -18,10 +18,9 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
 from gateway.http.edge import edge_protocol
@@ -80,8 +79,12 @@ async def serve(settings: Settings) -> None:
         await uvicorn.Server(config).serve()
 
 
-def serve_workers(settings: Settings) -> None:
-    """Migrate once, start the simulator once, then run ``settings.workers`` processes."""
+def serve_workers(settings: Settings, *, simulator_argv: Sequence[str]) -> None:
+    """Migrate once, start the simulator once, then run ``settings.workers`` processes.
+
+    ``simulator_argv`` runs ``onejob sim serve`` (the command line's), when the settings
+    enable the bundled simulator.
+    """
     import uvicorn
 
     from gateway.store import upgrade_database
@@ -90,7 +93,7 @@ def serve_workers(settings: Settings) -> None:
     asyncio.run(upgrade_database(settings.database_url))
     asyncio.run(check_synchronous_standby(settings.database_url, settings.database))
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
-    with _simulator_process(settings), _shared_metrics_dir():
+    with _simulator_process(settings, simulator_argv), _shared_metrics_dir():
         _log_serving(settings)
         uvicorn.run(
             "gateway.server:worker_app",
@@ -146,11 +149,11 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
     if not settings.simulator.enabled:
         yield
         return
-    from providers.sim_cli import contract_catalog
+    from contracts.loader import load_catalog
     from providers.simulator.server import run_simulator
 
     sim_cfg = settings.simulator
-    async with run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=contract_catalog) as sim:
+    async with run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=load_catalog) as sim:
         log.info("bundled simulator listening", extra={"url": sim.base_url})
         yield
 
@@ -180,14 +183,14 @@ def _shared_metrics_dir() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _simulator_process(settings: Settings) -> Iterator[None]:
+def _simulator_process(settings: Settings, simulator_argv: Sequence[str]) -> Iterator[None]:
     """Run the bundled simulator as one process beside the workers (not one per worker)."""
     if not settings.simulator.enabled:
         yield
         return
     sim = settings.simulator
-    command = [sys.executable, "-m", "gateway.cli", "sim", "serve", "--host", sim.host]
-    proc = subprocess.Popen([*command, "--port", str(sim.port), "--log-level", "warning"])
+    command = [*simulator_argv, "--host", sim.host, "--port", str(sim.port)]
+    proc = subprocess.Popen([*command, "--log-level", "warning"])
     try:
         _wait_for_port(sim.host, sim.port, proc)
         log.info("bundled simulator listening", extra={"url": f"http://{sim.host}:{sim.port}"})

@@ -47,7 +47,7 @@ def onejob_command() -> list[str]:
     found = shutil.which("onejob")
     if found:
         return [found]
-    return [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
 
 
 def log_tail(path: Path, chars: int = LOG_TAIL) -> str:

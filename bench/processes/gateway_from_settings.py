@@ -1,7 +1,7 @@
 """Serve one gateway for the benchmark, from settings given as JSON.
 
 ``python -m bench.processes.gateway_from_settings --settings S.json`` runs ``onejob
-serve``'s own ``gateway.cli.serve`` (migrate, then serve ``create_app`` with its
+serve``'s own ``cli.serve.serve_settings`` (migrate, then serve ``create_app`` with its
 dispatcher, LISTEN relay on PostgreSQL and ``/metrics``), but with the exact ``Settings``
 the benchmark built, with no TOML round trip.
 """
@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from cli.serve import serve_settings
 from gateway.logging import configure_logging
-from gateway.server import run_event_loop, serve, serve_workers
 from gateway.settings import Settings
 
 
@@ -29,11 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         data["workers"] = args.workers
     settings = Settings.model_validate(data)
     configure_logging(settings.log_level)
-    if settings.workers > 1:
-        serve_workers(settings)
-    else:
-        run_event_loop(serve(settings))
-    return 0
+    return serve_settings(settings)
 
 
 if __name__ == "__main__":

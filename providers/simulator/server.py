@@ -106,7 +106,7 @@ async def run_simulator(
 
     ``catalog`` maps ``NAME@V`` to objects with ``simulate``/``simulate_sloppy``, or is a
     function returning such a mapping (called once, at startup); without one, every
-    contract is unknown. ``providers.sim_cli.contract_catalog`` loads the bundled catalog.
+    contract is unknown. ``contracts.loader.load_catalog`` loads the bundled catalog.
     """
     _quiet_deliberate_drops()
     app = create_sim_app(profiles, default_profile, catalog)

@@ -108,7 +108,7 @@ def make_handler(sim_base: str) -> type[http.server.BaseHTTPRequestHandler]:
 def main(argv: list[str]) -> int:
     """Dispatch like the real CLI, for the three commands the scenarios use."""
     if argv[:2] == ["sim", "serve"]:
-        from gateway.cli import main as real_main
+        from cli.main import main as real_main
 
         return real_main(argv)
     if argv[:2] == ["keys", "create"]:

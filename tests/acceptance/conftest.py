@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scenarios.cli import run_and_report
+from cli.scenarios import run_and_report
 from scenarios.runner import RunOptions
 
 PG_URL = os.environ.get(

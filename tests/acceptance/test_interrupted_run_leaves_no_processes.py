@@ -20,7 +20,7 @@ STOP_TIMEOUT = 20.0  # seconds for the run to clean up after SIGTERM
 RUNNER = f"""
 import asyncio, sys
 from pathlib import Path
-from scenarios.cli import run_and_report
+from cli.scenarios import run_and_report
 from scenarios.runner import RunOptions
 options = RunOptions(report_dir=Path(sys.argv[1]), onejob_argv=[sys.executable, {str(BROKEN)!r}])
 sys.exit(asyncio.run(run_and_report(["worker-crash"], options, sys.stdout)))

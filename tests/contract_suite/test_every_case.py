@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from certify.checks import CASE_LAYERS
-from certify.cli import sim_providers
 from certify.results import Mode
 from certify.runner import Runner
+from certify.simulated import sim_providers
 from contracts.loader import load_catalog
 from providers.simulator import run_simulator
 

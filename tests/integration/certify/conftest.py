@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from certify import cli
 from certify.cassettes import CASSETTE_ROOT
+from cli import certify as certify_commands
 from contracts.loader import CATALOG_ROOT
 
 
 def parse(*argv: str) -> argparse.Namespace:
     """Parse ``onejob`` arguments with only the contract commands registered."""
     parser = argparse.ArgumentParser(prog="onejob")
-    cli.register(parser.add_subparsers(dest="command", required=True))
+    certify_commands.register(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(list(argv))
 
 

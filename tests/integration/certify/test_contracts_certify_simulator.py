@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from certify.cli import certify, cmd_can_i_failover, sim_providers
+from certify.simulated import sim_providers
+from cli.certify import certify, cmd_can_i_failover
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.dispatcher import Dispatcher

@@ -18,11 +18,12 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "dispatch"))  # the dispatche
 
 from dispatch_harness import Api, run_gateway
 
-from certify.cli import certify, sim_providers
+from certify.simulated import sim_providers
+from cli.certify import certify
 from contracts.loader import load_catalog
+from contracts.loader import load_catalog as contract_catalog
 from gateway.settings import Settings
 from gateway.store import open_store
-from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
 
 from .conftest import parse

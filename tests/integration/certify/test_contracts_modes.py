@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from certify.checks import Layer
-from certify.cli import certify, cmd_can_i_failover, sim_providers
 from certify.results import Mode
 from certify.runner import Runner
+from certify.simulated import sim_providers
+from cli.certify import certify, cmd_can_i_failover
 from contracts.loader import load_catalog
+from contracts.loader import load_catalog as contract_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
 from providers.config import ProviderConfig
-from providers.sim_cli import contract_catalog
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
 from reports.contracts_report import write_reports
 

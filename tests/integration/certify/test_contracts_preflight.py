@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from certify.cli import certify
 from certify.preflight import preflight
+from cli.certify import certify
 from contracts.loader import load_catalog
 from providers.config import ProviderConfig
 from providers.simulator import RunningSimulator, run_simulator

@@ -30,8 +30,8 @@ from dispatch_harness import (
 )
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
+from contracts.loader import load_catalog as contract_catalog
 from gateway.store import open_store
-from providers.sim_cli import contract_catalog
 from providers.simulator.server import RunningSimulator, run_simulator
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from dispatch_harness import SimControl, open_sim_control
 
+from contracts.loader import load_catalog as contract_catalog
 from gateway.store import open_store
-from providers.sim_cli import contract_catalog
 from providers.simulator.server import RunningSimulator, run_simulator
 
 

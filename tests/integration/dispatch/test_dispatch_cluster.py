@@ -54,7 +54,7 @@ def processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
                 proc.wait(EXIT_TIMEOUT)
 
 
-CLI = ("-c", "from gateway.cli import main; raise SystemExit(main())")
+CLI = ("-c", "from cli.main import main; raise SystemExit(main())")
 
 
 def spawn(procs: list[subprocess.Popen[bytes]], log: Path, *args: str) -> None:

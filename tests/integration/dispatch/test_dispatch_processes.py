@@ -34,18 +34,18 @@ PROCESS_EXIT_TIMEOUT = 15.0  # seconds
 
 
 class Workers:
-    """Spawn ``python -m gateway.worker_cli`` processes; kill leftovers at the end."""
+    """Spawn ``python -m cli worker`` processes; kill leftovers at the end."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(self, config: Path, *extra: str, cli: bool = False) -> subprocess.Popen[bytes]:
-        """Start a worker: ``python -m gateway.worker_cli``, or ``onejob worker`` (``cli``)."""
+        """Start a worker: ``python -m cli worker``, or ``cli.main.main`` (``cli``)."""
         entry = (
-            ["-c", "from gateway.cli import main; raise SystemExit(main())", "worker"]
+            ["-c", "from cli.main import main; raise SystemExit(main())", "worker"]
             if cli
-            else ["-m", "gateway.worker_cli"]
+            else ["-m", "cli", "worker"]
         )
         n = len(self.procs)
         with open(self.tmp_path / f"worker-{n}.log", "wb") as log:

@@ -55,7 +55,7 @@ class Processes:
         n = len(self.procs)
         with open(self.tmp_path / f"proc-{n}.log", "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", *args],
+                [sys.executable, "-m", "cli", *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,

@@ -1,5 +1,5 @@
 """While the runtime runs, its thread tells sniffio that asyncio runs it
-(``gateway.runtime.asyncio_named_for_sniffio``), so httpcore's and anyio's questions are
+(``gateway.bootstrap.asyncio_named_for_sniffio``), so httpcore's and anyio's questions are
 answered without ``asyncio.current_task()``; what the thread said before comes back."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import sniffio
 
 from gateway.app import settings_for_tests
+from gateway.bootstrap import running
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
-from gateway.runtime import running
 from gateway.store import upgrade_database
 
 

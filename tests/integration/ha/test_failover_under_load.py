@@ -32,9 +32,9 @@ from litestar import Litestar
 
 from contracts.registry import CertificationRegistry
 from gateway.app import create_app, settings_for_tests
+from gateway.bootstrap import postgres_relay
 from gateway.http.edge import EdgeProtocol
 from gateway.notify import ChangeHub
-from gateway.runtime import postgres_relay
 from gateway.settings import DatabaseConfig
 from gateway.store import open_store, upgrade_database
 from scenarios.pgautoctl import fetch, pg_autoctl, pg_bindir

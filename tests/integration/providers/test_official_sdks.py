@@ -21,10 +21,10 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 from google.genai.client import AsyncClient
 
+from contracts.loader import load_catalog as contract_catalog
 from contracts.model import Case, Contract
 from providers.gemini import to_gemini_schema
 from providers.openai import to_strict_schema
-from providers.sim_cli import contract_catalog
 from providers.simulator import RunningSimulator, run_simulator
 
 CATALOG: dict[str, Contract] = contract_catalog()

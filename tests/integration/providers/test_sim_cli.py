@@ -16,7 +16,7 @@ def test_sim_serve_runs_a_simulator_process_and_stops_on_sigterm() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "providers.sim_cli",
+        "cli",
         "sim",
         "serve",
         "--port",
@@ -51,7 +51,7 @@ def _check_serving(proc: subprocess.Popen[str]) -> None:
 
 def test_sim_serve_refuses_an_unknown_profile() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "providers.sim_cli", "sim", "serve", "--profile", "x=psychic"],
+        [sys.executable, "-m", "cli", "sim", "serve", "--profile", "x=psychic"],
         capture_output=True,
         text=True,
         timeout=STARTUP_TIMEOUT,
@@ -63,7 +63,7 @@ def test_sim_serve_refuses_an_unknown_profile() -> None:
 @pytest.mark.parametrize("bad", ["noequals", "=drifting"])
 def test_sim_serve_refuses_a_malformed_profile_pair(bad: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "providers.sim_cli", "sim", "serve", "--profile", bad],
+        [sys.executable, "-m", "cli", "sim", "serve", "--profile", bad],
         capture_output=True,
         text=True,
         timeout=STARTUP_TIMEOUT,

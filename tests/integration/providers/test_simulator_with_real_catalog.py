@@ -8,9 +8,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from contracts.loader import load_catalog as contract_catalog
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.sim_cli import contract_catalog
 from providers.simulator import RunningSimulator, run_simulator
 
 catalog_module = pytest.importorskip("contracts.loader")

@@ -9,13 +9,13 @@ from typing import Any
 import httpx
 from reconciler_helpers import CONTRACT, unknown_attempt
 
+from cli.reconcile import EXIT_CANNOT_ASK, EXIT_LOOKUPS_FAILED, run_reconcile
 from contracts.loader import load_catalog
+from contracts.loader import load_catalog as contract_catalog
 from gateway.domain.states import AttemptState, JobStatus
-from gateway.reconcile_cli import EXIT_CANNOT_ASK, EXIT_LOOKUPS_FAILED, run_reconcile
 from gateway.settings import Settings
 from gateway.store import SqlJobStore
 from providers.factory import build_provider
-from providers.sim_cli import contract_catalog
 from providers.simulator.server import run_simulator
 
 

@@ -78,7 +78,7 @@ def test_prune_refuses_a_window_shorter_than_a_day(tmp_path: Any) -> None:
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "cli",
             "jobs",
             "prune",
             "--older-than",

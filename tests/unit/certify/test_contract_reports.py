@@ -6,9 +6,10 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from certify.cli import sim_providers, summary_table
 from certify.results import Mode
 from certify.runner import Runner
+from certify.simulated import sim_providers
+from cli.certify import summary_table
 from contracts.loader import load_catalog
 from reports.contracts_report import run_json, write_reports
 

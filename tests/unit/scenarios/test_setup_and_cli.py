@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.scenarios import progress_line, run_and_report, summary_table
 from gateway.settings import Settings
-from scenarios.cli import progress_line, run_and_report, summary_table
 from scenarios.context import ScenarioContext
 from scenarios.model import RunReport, ScenarioResult, Verdict
 from scenarios.registry import ScenarioSpec, all_scenarios

@@ -11,25 +11,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gateway.logging import configure_logging
-from gateway.metrics import Metrics, ReconcileOutcome
-from gateway.reconciler import Check, PassSummary
-from gateway.settings import Settings, load_settings
+from cli.arguments import Subcommands, add_settings_args, settings_from
 
+if TYPE_CHECKING:
+    from gateway.reconciler import Check, PassSummary
+    from gateway.settings import Settings
+
+COMMANDS = {
+    "reconcile": "ask providers once about unknown attempts, and resolve those with evidence"
+}
 EXIT_LOOKUPS_FAILED = 1
 EXIT_CANNOT_ASK = 2
 
 
-def register(subparsers: Any) -> None:
-    """Add ``onejob reconcile`` to the command line."""
-    parser = subparsers.add_parser(
-        "reconcile",
-        help="ask providers once about unknown attempts, and resolve those with evidence",
-    )
-    parser.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
-    parser.add_argument("--database-url", help="overrides $ONEJOB_DATABASE_URL")
+def register(subcommands: Subcommands) -> None:
+    """Add ``onejob reconcile``."""
+    parser = subcommands.add_parser("reconcile", help=COMMANDS["reconcile"])
+    add_settings_args(parser)
     parser.add_argument(
         "--grace",
         type=float,
@@ -40,7 +40,9 @@ def register(subparsers: Any) -> None:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """Run one pass; return the exit code."""
-    settings = load_settings(args.config, database_url=args.database_url)
+    from gateway.logging import configure_logging
+
+    settings = settings_from(args)
     configure_logging(settings.log_level)
     return asyncio.run(run_reconcile(settings, grace=args.grace))
 
@@ -49,13 +51,9 @@ async def run_reconcile(
     settings: Settings, *, grace: float | None = None, out: TextIO | None = None
 ) -> int:
     """Ask once about every due unknown attempt; print progress and a summary."""
-    import httpx
-
-    from contracts.loader import load_catalog
-    from contracts.registry import CertificationRegistry
-    from gateway.dispatch.wiring import build_reconciler
-    from gateway.store import database_is_current, open_store
-    from providers.factory import build_provider
+    from gateway.bootstrap import reconciler_pass
+    from gateway.metrics import ReconcileOutcome
+    from gateway.store import database_is_current
 
     out = out or sys.stderr
     names = settings.reconcilable_providers()
@@ -73,23 +71,11 @@ async def run_reconcile(
             file=out,
         )
         return EXIT_CANNOT_ASK
-    store = await open_store(settings.database_url)
-    try:
-        async with httpx.AsyncClient() as client:
-            reconciler = build_reconciler(
-                settings,
-                store=store,
-                providers={n: build_provider(settings.providers[n], client) for n in names},
-                catalog=load_catalog(),
-                certifications=CertificationRegistry(settings.certifications_path),
-                metrics=Metrics(),
-            )
-            print(f"asking {', '.join(names)} about unknown attempts", file=out, flush=True)
-            summary = await reconciler.run_once(
-                grace=grace, progress=lambda check: print(progress_line(check), file=out)
-            )
-    finally:
-        await store.close()
+    async with reconciler_pass(settings, names) as reconciler:
+        print(f"asking {', '.join(names)} about unknown attempts", file=out, flush=True)
+        summary = await reconciler.run_once(
+            grace=grace, progress=lambda check: print(progress_line(check), file=out)
+        )
     print(summary_line(summary), file=out)
     failed = summary.counts().get(ReconcileOutcome.LOOKUP_FAILED.value, 0)
     return EXIT_LOOKUPS_FAILED if failed else 0

@@ -3,90 +3,49 @@
 Exit codes of ``certify``: 0 every requested certification passed, 1 some failed,
 2 an error (bad configuration, unknown provider or contract, cassette mismatch).
 ``can-i-failover`` exits 0 (allowed) or 1 (refused, with the reason), 2 on bad arguments.
+The providers, routes and registry path come from onejob.toml (the gateway's settings
+parse it) or, with ``--sim``, from ``certify.simulated``; the reports are written here.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as dt
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import httpx
+from cli.arguments import Subcommands
 
-from certify.cassettes import CASSETTE_ROOT
-from certify.preflight import preflight
-from certify.results import CertificationRun, Mode, Progress
-from certify.runner import DEFAULT_REPEATS, Runner
-from contracts.loader import load_catalog
-from contracts.model import Contract, ContractError
-from contracts.registry import CertificationRegistry, RegistryError
-from providers.config import ProviderConfig
+if TYPE_CHECKING:
+    from certify.results import CertificationRun, Progress
+    from contracts.model import Contract
+    from providers.config import ProviderConfig
 
+COMMANDS = {
+    "certify": "run the contract suite against providers and write certificates",
+    "can-i-failover": "say whether a fallback may replace a primary for a contract",
+}
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_ERROR = 2
 DEFAULT_REPORT_DIR = "reports/out"
 DEFAULT_REGISTRY = "reports/certifications.json"
-SIM_CONTEXT_WINDOW = 16_384  # tokens: small on purpose, so the long cases sit near the limit
-#: ``--sim`` providers: name -> (protocol, model, simulator profile).
-SIM_PROVIDERS: dict[str, tuple[str, str, str]] = {
-    "faithful": ("openai", "sim-gpt", "faithful"),
-    "faithful-claude": ("anthropic", "sim-claude", "faithful"),
-    "drifting": ("openai", "sim-gpt", "drifting"),
-    "sloppy": ("openai", "sim-gpt", "sloppy"),
-    "no-system": ("openai", "sim-gpt", "no-system"),
-    "wrong-language": ("openai", "sim-gpt", "wrong-language"),
-    "wrong-language-claude": ("anthropic", "sim-claude", "wrong-language"),
-    "other-model": ("openai", "sim-gpt", "other-model"),
-    "other-model-claude": ("anthropic", "sim-claude", "other-model"),
-    "replaying": ("openai", "sim-gpt", "replaying"),
-    "replaying-claude": ("anthropic", "sim-claude", "replaying"),
-}
-SIM_PRIMARY = "faithful"
-REPLAY_BASE_URL = "http://replay.invalid"
+CASES_IN_FLIGHT = 8  # cases certified at once, by default
+VALIDITY_DAYS = 30.0  # days a certificate stays valid, by default
+REASON_CHARS = 160  # characters of a unit's first failure shown on its progress line
 
 
-def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
-    """Return the ``--sim`` provider configurations against a simulator at ``base_url``."""
-    out = {}
-    for name, (protocol, model, _) in SIM_PROVIDERS.items():
-        root = f"{base_url}/p/{name}"
-        out[name] = ProviderConfig(
-            name=name,
-            protocol=protocol,
-            base_url=f"{root}/v1" if protocol in ("openai", "openai-compatible") else root,
-            model=model,
-            timeout=10.0,
-            context_window=SIM_CONTEXT_WINDOW,
-        )
-    return out
+def register(subcommands: Subcommands) -> None:
+    """Add ``onejob certify`` and ``onejob can-i-failover``."""
+    from certify.cassettes import CASSETTE_ROOT
+    from certify.results import Mode
+    from certify.runner import DEFAULT_REPEATS
+    from certify.simulated import SIM_PROVIDERS
 
-
-def sim_profiles() -> dict[str, str]:
-    """Return the simulator profile of every ``--sim`` provider."""
-    return {name: profile for name, (_, _, profile) in SIM_PROVIDERS.items()}
-
-
-def _sim_origin(provider: ProviderConfig) -> str:
-    profile = sim_profiles().get(provider.name, "faithful")
-    return f"onejob provider simulator (in-process), profile {profile!r}, {provider.protocol} wire"
-
-
-def sim_pairs() -> list[tuple[str, str]]:
-    """Return the ``--sim`` primary -> fallback pairs compared for agreement."""
-    return [(SIM_PRIMARY, name) for name in SIM_PROVIDERS if name != SIM_PRIMARY]
-
-
-def register(subparsers: Any) -> None:
-    """Add ``certify`` and ``can-i-failover`` to the ``onejob`` command line."""
-    cert = subparsers.add_parser(
-        "certify", help="run the contract suite against providers and write certificates"
-    )
+    cert = subcommands.add_parser("certify", help=COMMANDS["certify"])
     cert.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
     cert.add_argument("--provider", action="append", default=[], help="provider name (repeat)")
     cert.add_argument("--contract", action="append", default=[], help="name@version (repeat)")
@@ -96,8 +55,10 @@ def register(subparsers: Any) -> None:
     cert.add_argument("--registry", help=f"certificates file (default {DEFAULT_REGISTRY})")
     cert.add_argument("--cassettes", default=str(CASSETTE_ROOT), help="cassette folder")
     cert.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
-    cert.add_argument("--concurrency", type=int, default=8, help="cases in flight at once")
-    cert.add_argument("--validity-days", type=float, default=30.0)
+    cert.add_argument(
+        "--concurrency", type=int, default=CASES_IN_FLIGHT, help="cases in flight at once"
+    )
+    cert.add_argument("--validity-days", type=float, default=VALIDITY_DAYS)
     cert.add_argument(
         "--sim",
         action="store_true",
@@ -105,9 +66,7 @@ def register(subparsers: Any) -> None:
     )
     cert.set_defaults(func=cmd_certify)
 
-    can = subparsers.add_parser(
-        "can-i-failover", help="say whether a fallback may replace a primary for a contract"
-    )
+    can = subcommands.add_parser("can-i-failover", help=COMMANDS["can-i-failover"])
     can.add_argument("--contract", required=True, help="name@version")
     can.add_argument("--from", dest="primary", required=True, help="primary provider")
     can.add_argument("--to", dest="fallback", required=True, help="fallback provider")
@@ -123,6 +82,8 @@ def _configured(
 ) -> tuple[dict[str, ProviderConfig], list[tuple[str, str]], str]:
     """Return providers, primary -> fallback pairs and the registry path from the settings."""
     if args.sim:
+        from certify.simulated import sim_pairs, sim_providers
+
         return sim_providers(), sim_pairs(), args.registry or DEFAULT_REGISTRY
     from gateway.settings import load_settings
 
@@ -132,7 +93,7 @@ def _configured(
     return dict(settings.providers), list(dict.fromkeys(pairs)), registry
 
 
-def _pick_contracts(catalog: Any, names: Sequence[str]) -> list[Contract]:
+def _pick_contracts(catalog: Mapping[str, Contract], names: Sequence[str]) -> list[Contract]:
     if not names:
         return [catalog[n] for n in catalog]
     unknown = [n for n in names if n not in catalog]
@@ -141,19 +102,9 @@ def _pick_contracts(catalog: Any, names: Sequence[str]) -> list[Contract]:
     return [catalog[n] for n in names]
 
 
-@contextlib.asynccontextmanager
-async def _simulator(enabled: bool) -> AsyncIterator[str | None]:
-    if not enabled:
-        yield None
-        return
-    from providers.sim_cli import contract_catalog
-    from providers.simulator import run_simulator
-
-    async with run_simulator(port=0, profiles=sim_profiles(), catalog=contract_catalog) as sim:
-        yield sim.base_url
-
-
-def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
+def _progress_printer(
+    out: TextIO, total_units: int, total_cases: int
+) -> Callable[[Progress], None]:
     finished = 0
     cases_done = 0
     live = out.isatty()
@@ -174,8 +125,8 @@ def _progress_printer(out: TextIO, total_units: int, total_cases: int) -> Any:
             if fails
             else ""
         )
-        if len(why) > 160:
-            why = why[:157] + "..."
+        if len(why) > REASON_CHARS:
+            why = why[: REASON_CHARS - 3] + "..."
         if note := unit.stability_note():
             why += f"\n    note: {note}"
         print(
@@ -219,6 +170,17 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``certify`` with parsed arguments (async, for tests)."""
+    import httpx
+
+    from certify.preflight import preflight
+    from certify.results import Mode
+    from certify.runner import Runner
+    from certify.simulated import in_process_simulator, sim_origin, sim_providers
+    from contracts.loader import load_catalog
+    from contracts.model import ContractError
+    from contracts.registry import CertificationRegistry, RegistryError
+    from reports.contracts_report import write_reports
+
     out = out or sys.stderr
     mode = Mode(args.mode)
     if args.repeats < 1:
@@ -242,7 +204,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     chosen = [providers[n] for n in names]
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
     registry = CertificationRegistry(registry_path)
-    async with _simulator(args.sim and mode is not Mode.REPLAY) as base_url:
+    async with in_process_simulator(args.sim and mode is not Mode.REPLAY) as base_url:
         if base_url is not None:
             live = sim_providers(base_url)
             chosen = [live[p.name] for p in chosen]
@@ -259,7 +221,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             repeats=args.repeats,
             concurrency=args.concurrency,
             cassette_root=Path(args.cassettes),
-            recorded_from=_sim_origin if args.sim else "live provider endpoints",
+            recorded_from=sim_origin if args.sim else "live provider endpoints",
             progress=_progress_printer(
                 out,
                 len(chosen) * len(contracts),
@@ -275,8 +237,6 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             flush=True,
         )
         run = await runner.run(contracts, chosen, pairs=pairs)
-
-    from reports.contracts_report import write_reports
 
     validity = dt.timedelta(days=args.validity_days)
     try:
@@ -302,6 +262,10 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print whether the failover is allowed and why; 0 allowed, 1 refused, 2 bad arguments."""
+    from contracts.loader import load_catalog
+    from contracts.model import ContractError
+    from contracts.registry import CertificationRegistry
+
     out = out or sys.stdout
     try:
         catalog = load_catalog(Path(args.catalog) if args.catalog else None)

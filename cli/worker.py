@@ -13,57 +13,55 @@ import contextlib
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
-from gateway.logging import configure_logging
-from gateway.metrics import Metrics
-from gateway.settings import Settings, load_settings
+from cli.arguments import Subcommands, add_settings_args, settings_from
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 log = logging.getLogger("onejob.worker")
 
+COMMANDS = {"worker": "run attempts against providers (the dispatcher alone, no HTTP API)"}
 EXIT_NOT_MIGRATED = 2
+EXIT_NO_STANDBY = 2
 
 
-def register(subparsers: Any) -> None:
-    """Add ``onejob worker`` to the command line."""
-    parser = subparsers.add_parser(
-        "worker", help="run attempts against providers (the dispatcher alone, no HTTP API)"
-    )
-    _arguments(parser)
-    parser.set_defaults(func=cmd_worker)
-
-
-def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
-    parser.add_argument("--database-url", help="overrides $ONEJOB_DATABASE_URL")
+def register(subcommands: Subcommands) -> None:
+    """Add ``onejob worker``."""
+    parser = subcommands.add_parser("worker", help=COMMANDS["worker"])
+    add_settings_args(parser)
     parser.add_argument("--runners", type=int, help="concurrent attempt runners (default: config)")
     parser.add_argument(
         "--metrics-port", type=int, help="serve Prometheus metrics on this port (default: none)"
     )
+    parser.set_defaults(func=cmd_worker)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the worker until SIGTERM or SIGINT; return the exit code."""
-    settings = load_settings(args.config, database_url=args.database_url)
+    from gateway.logging import configure_logging
+    from gateway.store.replication import NoSynchronousStandby
+
+    settings = settings_from(args)
     if args.runners is not None:
         dispatcher = settings.dispatcher.model_copy(update={"runners": args.runners})
         settings = settings.model_copy(update={"dispatcher": dispatcher})
     configure_logging(settings.log_level)
-    from gateway.store.replication import NoSynchronousStandby
-
     try:
         return asyncio.run(run_worker(settings, metrics_port=args.metrics_port))
     except NoSynchronousStandby as exc:
         print(f"onejob worker: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_NO_STANDBY
 
 
 async def run_worker(
     settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
 ) -> int:
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
+    from gateway.bootstrap import default_background, running
+    from gateway.metrics import Metrics
     from gateway.notify import ChangeHub
-    from gateway.runtime import default_background, running
     from gateway.store import database_is_current
     from gateway.store.replication import check_synchronous_standby
 
@@ -98,14 +96,3 @@ async def run_worker(
         await stop.wait()
         log.info("worker stopping", extra={"worker_id": settings.instance_id})
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``onejob worker`` on its own (``python -m gateway.worker_cli``)."""
-    parser = argparse.ArgumentParser(prog="onejob worker", description=__doc__)
-    _arguments(parser)
-    return cmd_worker(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,31 +1,44 @@
-"""What the composition root hands its background services, and the LISTEN relay.
+"""The composition root: what every command builds from ``Settings``, each in one place.
 
-``gateway.app.create_app`` builds a ``Runtime`` once the store is open; every background
-service (the dispatcher, the reconciler, the relay) is built from it by a factory.
-Kept apart from ``app`` so the dispatcher's wiring can name it without importing the app.
+The store is opened here and nowhere else (``open_store_for``), with the settings'
+database deadlines, speed shortcuts and process count; so are the contract catalog, the
+certification registry, the job service and the background services. ``running`` is the
+one composition path: ``gateway.app.create_app``'s lifespan (``onejob serve``) and
+``onejob worker`` run inside it; ``onejob reconcile`` takes ``reconciler_pass`` and the
+store commands (``onejob keys``, ``onejob jobs``) take ``migrated_store``. Nothing here
+runs at import time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import sniffio
 
+from contracts.loader import load_catalog
+from contracts.registry import CertificationRegistry
+from gateway.background import (
+    DispatcherService,
+    PostgresRelay,
+    build_providers,
+    build_reconciler,
+    provider_http_client,
+)
+from gateway.domain.clock import Clock
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.metrics import Metrics
-from gateway.notify import ChangeHub, RelayState, listen_postgres
+from gateway.notify import ChangeHub
+from gateway.reconciler import Reconciler
+from gateway.service import JobService
 from gateway.settings import Settings
+from gateway.store import SqlJobStore, open_store, upgrade_database
 from gateway.store.engine import is_sqlite
 from gateway.store.pg_connections import PostgresConnector
-
-if TYPE_CHECKING:
-    from gateway.service import JobService
 
 log = logging.getLogger("onejob.runtime")
 
@@ -55,31 +68,36 @@ class Runtime:
 ServiceFactory = Callable[[Runtime], BackgroundService]
 
 
-class PostgresRelay:
-    """Relay ``pg_notify`` from other gateway processes into this process's hub."""
+async def open_store_for(settings: Settings, *, hub: ChangeHub | None = None) -> SqlJobStore:
+    """Open the store the settings describe (the caller has migrated, and closes it)."""
+    return await open_store(
+        settings.database_url,
+        hub=hub,
+        processes=settings.workers,
+        database=settings.database,
+        shortcuts=settings.shortcuts,
+    )
 
-    def __init__(self, connector: PostgresConnector, hub: ChangeHub, metrics: Metrics) -> None:
-        self._connector = connector
-        self._hub = hub
-        self._metrics = metrics
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.state = RelayState()
 
-    async def start(self) -> None:
-        """Start listening."""
-        self._hub.relay = self.state
-        self._task = asyncio.create_task(
-            listen_postgres(self._connector.connect, self._hub, self._stop, self.state)
-        )
-        self._metrics.watch_relay(self.state)
+@contextlib.asynccontextmanager
+async def migrated_store(settings: Settings) -> AsyncIterator[SqlJobStore]:
+    """Migrate the database to the newest schema, open the store, and close it on exit."""
+    await upgrade_database(settings.database_url)
+    store = await open_store_for(settings)
+    try:
+        yield store
+    finally:
+        await store.close()
 
-    async def stop(self) -> None:
-        """Stop listening."""
-        self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 5.0)
+
+def load_contracts() -> Mapping[str, ContractSpec]:
+    """Load the bundled contract catalog."""
+    return load_catalog()
+
+
+def certifications_for(settings: Settings) -> Certifications:
+    """Open the certification registry the settings name."""
+    return CertificationRegistry(settings.certifications_path)
 
 
 def postgres_relay(runtime: Runtime) -> BackgroundService:
@@ -87,6 +105,24 @@ def postgres_relay(runtime: Runtime) -> BackgroundService:
     settings = runtime.settings
     connector = PostgresConnector(settings.database_url, settings.database)
     return PostgresRelay(connector, runtime.hub, runtime.metrics)
+
+
+def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> ServiceFactory:
+    """Return a background factory that runs the dispatcher (and reconciler) in the process."""
+
+    def build(runtime: Runtime) -> DispatcherService:
+        return DispatcherService(
+            runtime.settings,
+            store=runtime.store,
+            hub=runtime.hub,
+            catalog=runtime.catalog,
+            certifications=runtime.certifications,
+            metrics=metrics,
+            clock=clock,
+            service=runtime.service,
+        )
+
+    return build
 
 
 def default_background(
@@ -98,22 +134,8 @@ def default_background(
     if not is_sqlite(settings.database_url):  # LISTEN is PostgreSQL's
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:
-        from gateway.dispatch.wiring import dispatcher_factory
-
         factories.append(dispatcher_factory(metrics))
     return factories
-
-
-def _default_catalog() -> Mapping[str, ContractSpec]:
-    from contracts.loader import load_catalog
-
-    return load_catalog()
-
-
-def _default_certifications(settings: Settings) -> Certifications:
-    from contracts.registry import CertificationRegistry
-
-    return CertificationRegistry(settings.certifications_path)
 
 
 class _Named(threading.local):
@@ -165,22 +187,10 @@ async def running(
     The one composition path: ``create_app``'s lifespan (``onejob serve``) and
     ``onejob worker`` both run inside it. An injected ``store`` is used as is, not closed.
     """
-    from gateway.service import JobService
-
     own_store = store is None
-    if store is None:
-        from gateway.store import open_store
-
-        the_store: JobStore = await open_store(
-            settings.database_url,
-            hub=hub,
-            processes=settings.workers,
-            database=settings.database,
-        )
-    else:
-        the_store = store
-    the_catalog = _default_catalog() if catalog is None else catalog
-    the_certs = _default_certifications(settings) if certifications is None else certifications
+    the_store = await open_store_for(settings, hub=hub) if store is None else store
+    the_catalog = load_contracts() if catalog is None else catalog
+    the_certs = certifications_for(settings) if certifications is None else certifications
     service = JobService(the_store, settings, the_catalog, the_certs, hub, metrics)
     runtime = Runtime(settings, the_store, hub, the_catalog, the_certs, service, metrics)
     started: list[BackgroundService] = []
@@ -199,3 +209,24 @@ async def running(
                     log.exception("background service failed to stop: %r", svc)
             if own_store:
                 await the_store.close()
+
+
+@contextlib.asynccontextmanager
+async def reconciler_pass(settings: Settings, names: Sequence[str]) -> AsyncIterator[Reconciler]:
+    """Build a reconciler over the providers ``names`` for one pass; close all on exit.
+
+    The caller has checked the database is migrated (a pass never migrates).
+    """
+    store = await open_store_for(settings)
+    try:
+        async with provider_http_client(settings) as client:
+            yield build_reconciler(
+                settings,
+                store=store,
+                providers=build_providers(settings, client, names),
+                catalog=load_contracts(),
+                certifications=certifications_for(settings),
+                metrics=Metrics(),
+            )
+    finally:
+        await store.close()

@@ -1,20 +1,22 @@
-"""The ``onejob sim`` command: run the provider simulator as a process.
+"""``onejob sim serve``: run the provider simulator as a process.
 
-This is a composition root: it hands the simulator the contract catalog, so the simulator
-itself never imports ``contracts``.
+The simulator never imports ``contracts``: this command hands it the contract catalog
+(``contracts.loader.load_catalog``), loaded once at start-up.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from providers.simulator.profiles import Profile
+from cli.arguments import Subcommands
 
+COMMANDS = {"sim": "the provider simulator"}
 DEFAULT_PORT = 8765
 
 
 def _profile_pair(text: str) -> tuple[str, str]:
+    from providers.simulator.profiles import Profile
+
     name, sep, profile = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected PROVIDER=PROFILE, got {text!r}")
@@ -25,16 +27,11 @@ def _profile_pair(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"unknown profile {profile!r} (known: {known})") from None
 
 
-def contract_catalog() -> Any:
-    """Load the bundled contract catalog (what the simulator answers from)."""
-    from contracts.loader import load_catalog
+def register(subcommands: Subcommands) -> None:
+    """Add ``onejob sim serve``."""
+    from providers.simulator.profiles import Profile
 
-    return load_catalog()
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``sim serve`` to the ``onejob`` command line."""
-    sim = subparsers.add_parser("sim", help="the provider simulator")
+    sim = subcommands.add_parser("sim", help=COMMANDS["sim"])
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
     serve = sim_sub.add_parser(
         "serve",
@@ -63,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve the simulator until interrupted; return the exit code."""
+    from contracts.loader import load_catalog
     from providers.simulator.server import serve
 
     serve(
@@ -71,18 +69,6 @@ def run_serve(args: argparse.Namespace) -> int:
         profiles=dict(args.profile),
         default_profile=args.default_profile,
         log_level=args.log_level,
-        catalog=contract_catalog,
+        catalog=load_catalog,
     )
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``sim`` without the rest of the CLI (``python -m providers.sim_cli sim serve``)."""
-    parser = argparse.ArgumentParser(prog="onejob")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,13 +8,16 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from scenarios.model import DEFAULT_JOBS, DEFAULT_REPORT_DIR, RunReport, ScenarioResult, Verdict
+from cli.arguments import Subcommands
 
 if TYPE_CHECKING:
+    from scenarios.model import RunReport, ScenarioResult
     from scenarios.runner import RunOptions
 
+COMMANDS = {"scenarios": "replay the break points against real processes"}
+EXIT_BAD_NAME = 2
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by a signal"
 
 
@@ -29,11 +32,11 @@ def _cancel_on_signals() -> None:
             loop.add_signal_handler(sig, task.cancel)
 
 
-def register(subparsers: Any) -> None:
-    """Add ``scenarios run`` and ``scenarios list`` to the ``onejob`` CLI."""
-    parser = subparsers.add_parser(
-        "scenarios", help="replay the break points against real processes"
-    )
+def register(subcommands: Subcommands) -> None:
+    """Add ``onejob scenarios run`` and ``onejob scenarios list``."""
+    from scenarios.model import DEFAULT_JOBS, DEFAULT_REPORT_DIR
+
+    parser = subcommands.add_parser("scenarios", help=COMMANDS["scenarios"])
     sub = parser.add_subparsers(dest="scenarios_command", required=True)
     run = sub.add_parser("run", help="run scenarios and write the reports")
     run.add_argument("names", nargs="*", metavar="NAME", help="scenarios to run (default: all)")
@@ -62,7 +65,7 @@ def register(subparsers: Any) -> None:
 
 def list_command(args: argparse.Namespace) -> int:
     """Print every scenario's name and title."""
-    from scenarios.registry import all_scenarios  # heavy: keep `onejob --help` quick
+    from scenarios.registry import all_scenarios
 
     for spec in all_scenarios().values():
         pg = "  (PostgreSQL)" if spec.needs_postgres else ""
@@ -72,6 +75,8 @@ def list_command(args: argparse.Namespace) -> int:
 
 def progress_line(index: int, total: int, result: ScenarioResult) -> str:
     """Return the one line printed when a scenario ends."""
+    from scenarios.model import Verdict
+
     line = f"[{index:>2}/{total}] {result.name:32} {result.verdict.value:5} {result.duration:6.1f}s"
     if result.verdict is not Verdict.PASS:
         line += f"  {result.reason.splitlines()[0][:160] if result.reason else ''}"
@@ -116,7 +121,7 @@ async def run_and_report(names: list[str], options: RunOptions, out: TextIO) -> 
         report = await run_scenarios(names, options, progress)
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=out)
-        return 2
+        return EXIT_BAD_NAME
     except asyncio.CancelledError:
         # Each scenario's `finally` has stopped its processes and dropped its database.
         print("interrupted: every scenario process was stopped; no reports written", file=out)

@@ -1,0 +1,191 @@
+"""The services a process runs beside its HTTP server: the dispatcher and the LISTEN relay.
+
+``DispatcherService`` owns what the dispatcher needs beyond the store: one pooled
+``httpx.AsyncClient`` shared by every provider adapter (``provider_http_client``). Beside
+the dispatcher it runs the reconciler's periodic pass, on the same adapters, when a
+provider is configured with ``reconcile = true``; ``build_reconciler`` is the one place a
+reconciler is built (``onejob reconcile`` builds one for a single pass through
+``gateway.bootstrap``). ``PostgresRelay`` relays other processes' ``pg_notify`` into this
+process's hub. None of them knows the composition root: ``gateway.bootstrap`` builds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+
+import httpx
+
+from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.routing import Routes
+from gateway.domain.clock import Clock
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
+from gateway.metrics import Metrics
+from gateway.notify import ChangeHub, RelayState, listen_postgres
+from gateway.reconciler import Reconciler
+from gateway.service import JobService
+from gateway.settings import Settings
+from gateway.store.pg_connections import PostgresConnector
+from providers.base import Provider
+from providers.client import provider_client
+from providers.factory import build_provider
+
+log = logging.getLogger(__name__)
+
+POOL_CONNECTIONS_PER_RUNNER = 2  # connections: a runner's call, plus the hedge it may start
+MIN_POOL_CONNECTIONS = 20  # connections
+KEEPALIVE_EXPIRY = 30.0  # seconds
+RELAY_STOP_TIMEOUT = 5.0  # seconds
+
+
+def provider_http_client(
+    settings: Settings, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """Return the pooled client every provider adapter of this process shares."""
+    pool = max(MIN_POOL_CONNECTIONS, POOL_CONNECTIONS_PER_RUNNER * settings.dispatcher.runners)
+    return provider_client(
+        httpx.Limits(
+            max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=KEEPALIVE_EXPIRY
+        ),
+        transport,
+        own_pool=settings.shortcuts.provider_pool,
+    )
+
+
+def build_providers(
+    settings: Settings, client: httpx.AsyncClient, names: Iterable[str] | None = None
+) -> dict[str, Provider]:
+    """Return one adapter per configured provider (or per name in ``names``) on ``client``."""
+    chosen = settings.providers if names is None else {n: settings.providers[n] for n in names}
+    return {name: build_provider(cfg, client) for name, cfg in chosen.items()}
+
+
+def build_reconciler(
+    settings: Settings,
+    *,
+    store: JobStore,
+    providers: Mapping[str, object],
+    catalog: Mapping[str, ContractSpec],
+    certifications: Certifications,
+    metrics: Metrics,
+    clock: Clock | None = None,
+) -> Reconciler:
+    """Build a reconciler over the adapters; it fails over through the same ``Routes``."""
+    return Reconciler(
+        store=store,
+        providers=providers,
+        catalog=catalog,
+        routes=Routes(settings, catalog, settings.providers, certifications),
+        settings=settings,
+        metrics=metrics,
+        clock=clock,
+    )
+
+
+class DispatcherService:
+    """Start and stop a dispatcher together with the HTTP client its providers share."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: JobStore,
+        hub: ChangeHub,
+        catalog: Mapping[str, ContractSpec],
+        certifications: Certifications,
+        metrics: Metrics,
+        clock: Clock | None = None,
+        worker_id: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        service: JobService | None = None,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._hub = hub
+        self._catalog = catalog
+        self._certifications = certifications
+        self._metrics = metrics
+        self._clock = clock
+        self._worker_id = worker_id or settings.instance_id
+        self._transport = transport
+        self._service = service
+        self._client: httpx.AsyncClient | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.reconciler: Reconciler | None = None
+
+    async def start(self) -> None:
+        """Open the client, build one adapter per configured provider, start the runners."""
+        self._client = provider_http_client(self.settings, self._transport)
+        providers = build_providers(self.settings, self._client)
+        self.dispatcher = Dispatcher(
+            store=self._store,
+            hub=self._hub,
+            providers=providers,
+            provider_configs=self.settings.providers,
+            catalog=self._catalog,
+            certifications=self._certifications,
+            settings=self.settings,
+            metrics=self._metrics,
+            clock=self._clock,
+            worker_id=self._worker_id,
+        )
+        await self.dispatcher.start()
+        if self._service is not None and self.settings.shortcuts.first_attempt_in_process:
+            self._service.use_local_runner(self.dispatcher)
+        if self.settings.reconciler.enabled:
+            reconciler = build_reconciler(
+                self.settings,
+                store=self._store,
+                providers=providers,
+                catalog=self._catalog,
+                certifications=self._certifications,
+                metrics=self._metrics,
+                clock=self._clock,
+            )
+            if reconciler.active:  # off when no provider reconciles
+                self.reconciler = reconciler
+                await reconciler.start()
+
+    async def stop(self) -> None:
+        """Stop the runners gracefully, then close the client."""
+        if self._service is not None:
+            self._service.use_local_runner(None)
+        try:
+            if self.reconciler is not None:
+                await self.reconciler.stop()
+                self.reconciler = None
+            if self.dispatcher is not None:
+                await self.dispatcher.stop()
+        finally:
+            if self._client is not None:
+                await self._client.aclose()
+                self._client = None
+
+
+class PostgresRelay:
+    """Relay ``pg_notify`` from other gateway processes into this process's hub."""
+
+    def __init__(self, connector: PostgresConnector, hub: ChangeHub, metrics: Metrics) -> None:
+        self._connector = connector
+        self._hub = hub
+        self._metrics = metrics
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.state = RelayState()
+
+    async def start(self) -> None:
+        """Start listening."""
+        self._hub.relay = self.state
+        self._task = asyncio.create_task(
+            listen_postgres(self._connector.connect, self._hub, self._stop, self.state)
+        )
+        self._metrics.watch_relay(self.state)
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, RELAY_STOP_TIMEOUT)
