@@ -24,8 +24,8 @@ test: $(STAMP)
 
 ## Lint and type-check the packages
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gateway providers contracts certify scenarios reports bench tests
-	$(VENV)/bin/ruff format --check gateway providers contracts certify scenarios reports bench tests
+	$(VENV)/bin/ruff check gateway providers contracts certify scenarios reports cli bench tests
+	$(VENV)/bin/ruff format --check gateway providers contracts certify scenarios reports cli bench tests
 	$(VENV)/bin/mypy
 
 ## Delete the local SQLite database
