@@ -43,8 +43,8 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     ),
     Shortcut(
         setting="write_batching",
-        code="gateway/http/edge.py (OneWritePerTurn); gateway/dispatcher.py (two loop turns "
-        "after a decision, so its waiters' answers go in that turn's write)",
+        code="gateway/http/edge.py (OneWritePerTurn); gateway/dispatch/outcomes.py (two loop "
+        "turns after a decision, so its waiters' answers go in that turn's write)",
         skips="uvicorn's transport.write of each response piece at once",
         measured="creation at 16 connections: 1.17x the req/s at 0.92x the gateway's CPU",
         decision="A connection's writes of one loop turn go out at the turn's end",
@@ -99,14 +99,14 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut(
         setting="first_attempt_in_process",
         code="gateway/service.py (reserve a runner slot, run the claimed attempt); "
-        "gateway/dispatcher.py (reserve, run_claimed)",
+        "gateway/dispatch/first_attempts.py (reserve, run_claimed)",
         skips="the queue: a NOTIFY, a runner's wake-up and a claim transaction per job",
         measured="a sync job's claim transaction and wake-up saved (issue 9)",
         decision="The first attempt is claimed in the creating transaction (issue 9)",
     ),
     Shortcut(
         setting="prompt_meanwhile",
-        code="gateway/dispatcher.py (_Prompt); gateway/store/pg_bare.py (fetch)",
+        code="gateway/dispatch/attempt.py (Prompt); gateway/store/pg_bare.py (fetch)",
         skips="rendering the first attempt's prompt after its creation committed",
         measured="sync at 1 connection: p50 0.967x (duel, 5 rounds)",
         decision="A first attempt's prompt is rendered while its creation is on the wire",

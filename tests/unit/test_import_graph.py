@@ -44,7 +44,6 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
         ("litestar", "sqlalchemy", "gateway.http"),
         "the service layer knows no framework and no SQL",
     ),
-    ("gateway.dispatcher", ("litestar", "gateway.http"), "the dispatcher knows no HTTP"),
     ("gateway.dispatch", ("litestar", "gateway.http"), "the dispatcher knows no HTTP"),
     (
         "gateway",

@@ -20,7 +20,7 @@ from certify.simulated import sim_providers
 from cli.certify import certify, cmd_can_i_failover
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
-from gateway.dispatcher import Dispatcher
+from gateway.dispatch.dispatcher import Dispatcher
 from gateway.settings import Settings
 
 from .conftest import parse

@@ -20,7 +20,7 @@ from dispatch_fakes import (
     provider_config,
 )
 
-from gateway.dispatcher import Dispatcher
+from gateway.dispatch.dispatcher import Dispatcher
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings

@@ -1,0 +1,215 @@
+"""Writing an attempt's outcome: the compare-and-swap, a failure and its failover, unknown.
+
+- a contract-valid answer: ``finalize``, the compare-and-swap (R5); the attempt
+  ``succeeded`` (won) or ``lost`` (its payload dropped);
+- a definite failure, or an answer that breaks the contract: ``fail``; the attempt
+  ``failed``, and the store adds one on the next effective fallback (R6), if any;
+- a timeout, a broken connection, an ambiguous status: ``unknown``; nothing automatic
+  follows (R3).
+
+A write the database cannot take is tried again (``database_away``). Each counts the
+attempt's metrics and logs one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from gateway.dispatch.database_away import late_answer, persist
+from gateway.dispatch.routing import Routes
+from gateway.domain.ports import JobStore
+from gateway.domain.records import (
+    AttemptRecord,
+    FinalizeOutcome,
+    FinalizeResult,
+    JobRecord,
+    TransitionResult,
+)
+from gateway.metrics import AttemptOutcome, Metrics
+from gateway.settings import Settings
+from providers.base import ProviderResult
+from providers.config import ProviderConfig
+from providers.model_identity import model_matches
+
+#: The dispatcher's log lines share one logger, whichever module writes them.
+log = logging.getLogger("gateway.dispatcher")
+
+
+class Outcomes:
+    """Record how an attempt ended, through the store's guarded transitions."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        routes: Routes,
+        provider_configs: Mapping[str, ProviderConfig],
+        settings: Settings,
+        metrics: Metrics,
+        worker_id: str,
+    ) -> None:
+        self.store = store
+        self.routes = routes
+        self.provider_configs = provider_configs
+        self.settings = settings
+        self.config = settings.dispatcher
+        self.metrics = metrics
+        self.worker_id = worker_id
+
+    async def finalize(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        result: ProviderResult,
+        started: float,
+        provider_s: float,
+    ) -> JobRecord | None:
+        """Decide with a contract-valid answer through the compare-and-swap (R5)."""
+        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
+
+        def decide() -> Awaitable[FinalizeResult]:
+            return self.store.finalize(
+                attempt.id,
+                result.output,
+                provider_request_id=result.request_id,
+                reported_model=result.model,
+            )
+
+        try:
+            fin = await decide()
+        except Exception as exc:
+            fin = await persist(self.store, self.config.decision_retry, "decision", decide, exc)
+        if fin.outcome is FinalizeOutcome.STALE:
+            fin = await late_answer(self.store, self.worker_id, attempt, result, fin, ids)
+        if self.settings.shortcuts.write_batching:
+            # Two loop turns for this process's waiters, woken by the decision, before the
+            # bookkeeping below: one to answer, one for the edge to send what they wrote
+            # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        await self._check_model(job, attempt, result, ids)
+        outcome = {
+            FinalizeOutcome.WON: AttemptOutcome.SUCCEEDED,
+            FinalizeOutcome.LOST: AttemptOutcome.LOST,
+            FinalizeOutcome.STALE: AttemptOutcome.STALE,
+        }[fin.outcome]
+        self.metrics.attempt_finished(
+            attempt.provider,
+            outcome,
+            wall_s=time.perf_counter() - started,
+            provider_s=provider_s,
+        )
+        if fin.outcome is FinalizeOutcome.STALE:
+            log.warning(
+                "attempt finished after it was moved (lease lost?); answer dropped", extra=ids
+            )
+        else:
+            log.info(
+                "attempt finished",
+                extra={**ids, "outcome": fin.outcome.value, "winner": fin.winner},
+            )
+        return fin.job
+
+    async def _check_model(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        result: ProviderResult,
+        ids: dict[str, str],
+    ) -> None:
+        """Count and record an answer from another model than the configured one.
+
+        Certification refuses such a provider; at run time the answer is already decided
+        (the contract checked it), so the mismatch is made visible, not turned into a
+        failure: a metric, a ``model_mismatch`` audit event and a WARNING.
+        """
+        cfg = self.provider_configs.get(attempt.provider)
+        if cfg is None or result.model is None:
+            return
+        identity = model_matches(cfg.protocol, cfg.model, result.model, cfg.model_aliases)
+        if identity.matches:
+            return
+        self.metrics.model_mismatches.labels(attempt.provider).inc()
+        log.warning(identity.reason, extra={**ids, "reported_model": result.model})
+        detail = {"configured": cfg.model, "reported": result.model, "reason": identity.reason}
+        try:
+            await self.store.record_event(job.id, "model_mismatch", detail, attempt.id)
+        except Exception:  # the decision is committed; a lost audit line is only logged
+            log.exception("model mismatch could not be recorded", extra=ids)
+
+    async def fail(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        error: dict[str, Any],
+        started: float,
+        provider_s: float | None,
+    ) -> JobRecord | None:
+        """Fail the attempt definitely and name the next effective fallback, if any (R6)."""
+        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
+
+        async def record() -> TransitionResult:
+            fresh = await self.store.get_job(job.id)
+            next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
+            return await self.store.fail_attempt(attempt.id, error, next_provider=next_provider)
+
+        try:
+            res = await record()
+        except Exception as exc:
+            res = await persist(self.store, self.config.decision_retry, "failure", record, exc)
+        self.metrics.attempt_finished(
+            attempt.provider,
+            AttemptOutcome.FAILED,
+            wall_s=time.perf_counter() - started,
+            provider_s=provider_s,
+        )
+        log.warning(
+            "attempt failed",
+            extra={
+                **ids,
+                "reason": error.get("reason"),
+                "transition": res.outcome.value,
+                "failover_to": res.added.provider if res.added else None,
+            },
+        )
+        return res.job
+
+    async def unknown(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        error: dict[str, Any],
+        started: float,
+        provider_s: float,
+    ) -> JobRecord | None:
+        """Mark the attempt ``unknown``: nothing automatic follows (R3)."""
+        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
+
+        def record() -> Awaitable[TransitionResult]:
+            return self.store.mark_unknown(attempt.id, error)
+
+        try:
+            res = await record()
+        except Exception as exc:
+            res = await persist(
+                self.store, self.config.decision_retry, "unknown outcome", record, exc
+            )
+        self.metrics.attempt_finished(
+            attempt.provider,
+            AttemptOutcome.UNKNOWN,
+            wall_s=time.perf_counter() - started,
+            provider_s=provider_s,
+        )
+        log.warning(
+            "attempt outcome unknown; awaiting resolution",
+            extra={
+                **ids,
+                "reason": error.get("reason"),
+                "transition": res.outcome.value,
+            },
+        )
+        return res.job
