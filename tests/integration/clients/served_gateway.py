@@ -8,7 +8,7 @@ allowed to call ``sim-anthropic``).
 
 Used two ways:
 - from pytest: ``with served_stack(tmp_path) as stack: ...``;
-- from ``node --test`` (clients/js): ``python tests/integration/clients/served.py DIR``
+- from ``node --test`` (clients/js): ``python tests/integration/clients/served_gateway.py DIR``
   prints one JSON line (``gateway``, ``simulator``, ``key``, ``admin_key``) once everything
   answers, and stops the gateway when its stdin closes or it gets SIGTERM.
 """
