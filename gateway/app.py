@@ -16,6 +16,7 @@ from typing import Any
 from litestar import Litestar
 from litestar.openapi.config import OpenAPIConfig
 
+from gateway.bootstrap import ServiceFactory, default_background, running
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router
 from gateway.http.direct import direct_create_route
@@ -37,7 +38,6 @@ from gateway.http.routes import (
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
-from gateway.bootstrap import ServiceFactory, default_background, running
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
