@@ -14,6 +14,13 @@ Exception tree (translated at the edge, ``raise ... from exc``, like httpx)::
         ├── TimedOut              read timeout after the request was sent
         ├── ConnectionLost        connection dropped mid-response, body ended early
         └── AmbiguousStatus       502/504 (and other statuses configured as unknown)
+
+Two refusals are found before anything is sent; the adapter base turns each into
+``Rejected`` (``providers.json_http_adapter``), and the simulator answers a
+``RequestRefused`` in the API's error envelope::
+
+    RequestRefused                the API's request rules refuse the body (status, type, code)
+    SchemaNotSupported            the contract's schema cannot be said in the API's dialect
 """
 
 from __future__ import annotations
@@ -171,6 +178,35 @@ class AmbiguousStatus(OutcomeUnknown):
     """A gateway status (502/504) that does not say whether the work was done."""
 
     reason = "ambiguous_status"
+
+
+class RequestRefused(Exception):
+    """A request the real API refuses: its status and the fields of its error envelope."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.type = type
+        self.code = code
+        self.param = param
+
+
+class SchemaNotSupported(ValueError):
+    """The contract's schema cannot be said in this API's dialect without changing its meaning."""
+
+    def __init__(self, path: tuple[str, ...], message: str) -> None:
+        where = "/".join(path) or "(root)"
+        super().__init__(f"at {where}: {message}")
+        self.path = path
 
 
 class Provider(Protocol):

@@ -1,16 +1,21 @@
-"""Provider configuration (``[providers.NAME]`` in ``onejob.toml``); secrets stay in env."""
+"""Provider configuration (``[providers.NAME]`` in ``onejob.toml``); secrets stay in env.
+
+Also what a configured model accepts (``Capabilities``): the protocol's default for the
+model, which its adapter knows, then the overrides of ``[providers.NAME.capabilities]``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.plugin import Capabilities
-
-#: The protocols a provider may name: each is a plug-in (``providers.plugin.PLUGIN_MODULES``).
+#: The protocols a provider may name: each is a plug-in, registered in
+#: ``providers.registry.PLUGINS`` under this name (a test checks the two agree).
+PROTOCOLS = ("openai", "anthropic", "gemini", "openai-compatible")
 Protocol = str
 
 #: Protocols whose API can later be asked whether it did an attempt's work.
@@ -19,6 +24,15 @@ RECONCILABLE_PROTOCOLS = frozenset({"openai"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Stands in for an ``api_key_env`` that is not a variable name (likely the key itself).
 _NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a model accepts, so the adapter can leave out what it would refuse."""
+
+    #: The model takes a sampling ``temperature`` (recent Claude and OpenAI reasoning
+    #: models refuse it; then the adapter omits it and stability rests on pass^k alone).
+    temperature: bool = True
 
 
 class CapabilityOverrides(BaseModel):
@@ -40,7 +54,7 @@ class ProviderConfig(BaseModel):
     base_url: str
     model: str
     #: Further names the provider may report for ``model`` (beyond its dated snapshots, see
-    #: ``providers.models``); any other reported model fails certification.
+    #: ``providers.model_identity``); any other reported model fails certification.
     model_aliases: tuple[str, ...] = ()
     #: Name of the environment variable holding the API key (never the key itself).
     api_key_env: str | None = None
@@ -67,18 +81,13 @@ class ProviderConfig(BaseModel):
     @field_validator("protocol")
     @classmethod
     def _known_protocol(cls, value: str) -> str:
-        from providers.plugin import plugins  # late: the plug-ins import this module
-
-        if value not in plugins():
-            known = ", ".join(sorted(plugins()))
+        if value not in PROTOCOLS:
+            known = ", ".join(sorted(PROTOCOLS))
             raise ValueError(f"unknown protocol {value!r} (known: {known})")
         return value
 
-    def capabilities(self) -> Capabilities:
-        """Return what the configured model accepts: the protocol's default, then overrides."""
-        from providers.plugin import plugin_for
-
-        default = plugin_for(self.protocol).capabilities(self.model)
+    def capabilities(self, default: Capabilities) -> Capabilities:
+        """Return what the configured model accepts: the protocol's ``default``, then overrides."""
         temperature = self.capabilities_override.temperature
         return Capabilities(temperature=default.temperature if temperature is None else temperature)
 

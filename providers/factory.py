@@ -6,7 +6,7 @@ import httpx
 
 from providers.base import Provider
 from providers.config import ProviderConfig
-from providers.plugin import plugin_for
+from providers.registry import plugin_for
 
 
 def build_provider(config: ProviderConfig, client: httpx.AsyncClient) -> Provider:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import ProviderRequest
+from providers.config import Capabilities
 from providers.openai import OpenAIAdapter, check_request, placement_errors
-from providers.plugin import Capabilities, ProtocolPlugin
+from providers.plugin import ProtocolPlugin
 
 ADAPTER_VERSION = "openai-compatible/2"
 
@@ -21,6 +22,11 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
 
     adapter_version = ADAPTER_VERSION
     max_tokens_field = "max_tokens"
+
+    @staticmethod
+    def default_capabilities(model: str) -> Capabilities:
+        """Return what a local model accepts (servers take ``temperature``)."""
+        return Capabilities(temperature=True)
 
     def check(self, body: dict[str, Any]) -> None:
         """Check the Chat Completions rules, without those only OpenAI's models have."""
@@ -33,16 +39,10 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
         return super().response_format(request)
 
 
-def capabilities(model: str) -> Capabilities:
-    """Return what a local model accepts (servers take ``temperature``)."""
-    return Capabilities(temperature=True)
-
-
 #: Served in the simulator by the OpenAI wire (same path and shapes).
 PLUGIN = ProtocolPlugin(
     name="openai-compatible",
     adapter=OpenAICompatibleAdapter,
     adapter_version=ADAPTER_VERSION,
-    capabilities=capabilities,
     placement_errors=placement_errors,
 )

@@ -12,7 +12,7 @@ from providers.anthropic.adapter import (
     AnthropicAdapter,
     to_tool_schema,
 )
-from providers.anthropic.rules import capabilities, check_request
+from providers.anthropic.rules import check_request
 from providers.anthropic.sim import AnthropicWire
 from providers.base import ProviderRequest
 from providers.plugin import ProtocolPlugin
@@ -40,7 +40,6 @@ PLUGIN = ProtocolPlugin(
     name="anthropic",
     adapter=AnthropicAdapter,
     adapter_version=ADAPTER_VERSION,
-    capabilities=capabilities,
     placement_errors=placement_errors,
     wire=AnthropicWire(),
 )

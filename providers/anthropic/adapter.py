@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.anthropic.rules import check_request
-from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
-from providers.plugin import SchemaNotSupported
-from providers.transport import JsonHttpAdapter, bad_envelope, parse_json_text, usage_from
+from providers.anthropic.rules import capabilities, check_request
+from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused, SchemaNotSupported
+from providers.json_http_adapter import JsonHttpAdapter, bad_envelope, parse_json_text, usage_from
 
 ADAPTER_VERSION = "anthropic/2"
 ANTHROPIC_VERSION = "2023-06-01"  # the ``anthropic-version`` header value
@@ -38,6 +37,7 @@ class AnthropicAdapter(JsonHttpAdapter):
     """Speak Anthropic Messages."""
 
     adapter_version = ADAPTER_VERSION
+    default_capabilities = staticmethod(capabilities)
     request_id_header = "request-id"
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:

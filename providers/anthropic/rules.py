@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from providers.plugin import Capabilities, RequestRefused
+from providers.base import RequestRefused
+from providers.config import Capabilities
 
 #: Models that refuse ``temperature`` ("`temperature` is deprecated for this model."):
 #: Claude Opus 4.7 and later, and every model of the 5 generation on.

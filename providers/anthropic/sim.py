@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from providers.anthropic.rules import check_request
-from providers.plugin import RequestRefused
-from providers.simulator.wire import (
+from providers.base import RequestRefused
+from providers.sim_wire import (
     Reply,
     RouteMatch,
     WireRequest,

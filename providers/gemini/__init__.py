@@ -7,7 +7,7 @@ from typing import Any
 
 from providers.base import ProviderRequest
 from providers.gemini.adapter import ADAPTER_VERSION, SAFETY_FINISH, GeminiAdapter
-from providers.gemini.rules import capabilities, check_request
+from providers.gemini.rules import check_request
 from providers.gemini.schema import response_schema_problem, to_gemini_schema
 from providers.gemini.sim import GeminiWire
 from providers.plugin import ProtocolPlugin
@@ -28,7 +28,6 @@ PLUGIN = ProtocolPlugin(
     name="gemini",
     adapter=GeminiAdapter,
     adapter_version=ADAPTER_VERSION,
-    capabilities=capabilities,
     placement_errors=placement_errors,
     wire=GeminiWire(),
 )

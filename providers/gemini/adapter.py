@@ -14,9 +14,15 @@ import urllib.parse
 from typing import Any
 
 from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
-from providers.gemini.rules import check_request
+from providers.gemini.rules import capabilities, check_request
 from providers.gemini.schema import to_gemini_schema
-from providers.transport import JsonHttpAdapter, bad_envelope, first, parse_json_text, usage_from
+from providers.json_http_adapter import (
+    JsonHttpAdapter,
+    bad_envelope,
+    first,
+    parse_json_text,
+    usage_from,
+)
 
 ADAPTER_VERSION = "gemini/2"
 
@@ -28,6 +34,7 @@ class GeminiAdapter(JsonHttpAdapter):
     """Speak Gemini generateContent."""
 
     adapter_version = ADAPTER_VERSION
+    default_capabilities = staticmethod(capabilities)
     request_id_header = None
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:

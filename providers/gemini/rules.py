@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from providers.base import RequestRefused
+from providers.config import Capabilities
 from providers.gemini.schema import camel, response_schema_problem
-from providers.plugin import Capabilities, RequestRefused
 
 KNOWN_FIELDS = frozenset(
     {

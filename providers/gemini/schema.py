@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.plugin import SchemaNotSupported
+from providers.base import SchemaNotSupported
 
 #: The fields of the ``Schema`` message (anything else is "Cannot find field").
 SCHEMA_FIELDS = frozenset(

@@ -7,10 +7,10 @@ import re
 import urllib.parse
 from typing import Any
 
+from providers.base import RequestRefused
 from providers.gemini.rules import check_request
 from providers.gemini.schema import camel
-from providers.plugin import RequestRefused
-from providers.simulator.wire import (
+from providers.sim_wire import (
     Reply,
     RouteMatch,
     WireRequest,

@@ -6,7 +6,7 @@ from typing import Any
 
 from providers.base import ProviderRequest
 from providers.openai.adapter import ADAPTER_VERSION, REFUSING_FINISH, OpenAIAdapter
-from providers.openai.rules import capabilities, check_request
+from providers.openai.rules import check_request
 from providers.openai.schema import strict_schema_problem, to_strict_schema
 from providers.openai.sim import OpenAIWire
 from providers.plugin import ProtocolPlugin
@@ -30,7 +30,6 @@ PLUGIN = ProtocolPlugin(
     name="openai",
     adapter=OpenAIAdapter,
     adapter_version=ADAPTER_VERSION,
-    capabilities=capabilities,
     placement_errors=placement_errors,
     wire=OpenAIWire(),
 )

@@ -18,10 +18,7 @@ import httpx
 
 from providers.base import BadOutput, DefiniteFailure, ProviderRequest, ProviderResult, Refused
 from providers.config import ProviderConfig
-from providers.lookup import LookupFailed, StoredAnswer
-from providers.openai.rules import StrictVerdicts, check_request
-from providers.openai.schema import to_strict_schema
-from providers.transport import (
+from providers.json_http_adapter import (
     JsonHttpAdapter,
     bad_envelope,
     excerpt,
@@ -29,6 +26,9 @@ from providers.transport import (
     parse_json_text,
     usage_from,
 )
+from providers.lookup import LookupFailed, StoredAnswer
+from providers.openai.rules import StrictVerdicts, capabilities, check_request
+from providers.openai.schema import to_strict_schema
 
 ADAPTER_VERSION = "openai/2"
 
@@ -43,6 +43,7 @@ class OpenAIAdapter(JsonHttpAdapter):
     """Speak OpenAI Chat Completions."""
 
     adapter_version = ADAPTER_VERSION
+    default_capabilities = staticmethod(capabilities)
     #: Name of the output-token limit field (newer models reject ``max_tokens``).
     max_tokens_field = "max_completion_tokens"
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from providers.base import RequestRefused
+from providers.config import Capabilities
 from providers.openai.schema import name_problem, strict_schema_problem
-from providers.plugin import Capabilities, RequestRefused
 
 #: Models that take no sampling parameters (reasoning models): temperature only at 1.
 REASONING_MODEL = re.compile(r"^(?:ft:)?(?:o\d|gpt-5)")

@@ -20,7 +20,7 @@ import copy
 import re
 from typing import Any
 
-from providers.plugin import SchemaNotSupported
+from providers.base import SchemaNotSupported
 
 #: ``format`` values strict mode accepts.
 SUPPORTED_FORMATS = frozenset(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from providers.base import RequestRefused
 from providers.openai.rules import check_request
-from providers.plugin import RequestRefused
-from providers.simulator.wire import (
+from providers.sim_wire import (
     Reply,
     RouteMatch,
     WireRequest,

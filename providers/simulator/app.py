@@ -13,7 +13,7 @@ it the provider is ``default``::
     POST [/p/{provider}]/v1beta/models/{model}:generateContent Gemini (also /v1/models/...)
     POST [/p/{provider}]/v1beta/models/{model}:streamGenerateContent[?alt=sse]
 
-Each wire format comes from its protocol's plug-in (``providers.plugin``); a path nobody
+Each wire format comes from its protocol's plug-in (``providers.registry``); a path nobody
 answers gets a 404 in the envelope of the API it looks meant for. The contract catalog is
 injected (``catalog=``) by whoever starts the simulator; the simulator imports none.
     GET  /_sim/health   GET /_sim/calls[?provider=]   POST /_sim/script   POST /_sim/reset
@@ -35,7 +35,9 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
-from providers.plugin import RequestRefused, plugins
+from providers.base import RequestRefused
+from providers.registry import PLUGINS
+from providers.sim_wire import RouteMatch, SimWire, WireRequest, WireResponse
 from providers.simulator.profiles import (
     OTHER_MODEL_SUFFIX,
     InputBlockError,
@@ -53,7 +55,6 @@ from providers.simulator.script import (
     CallRecord,
     Script,
 )
-from providers.simulator.wire import RouteMatch, SimWire, WireRequest, WireResponse
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -73,7 +74,7 @@ class DropConnection(Exception):
 
 def wires() -> list[SimWire]:
     """Return the wire formats of every plug-in that has one."""
-    return [p.wire for p in plugins().values() if p.wire is not None]
+    return [p.wire for p in PLUGINS.values() if p.wire is not None]
 
 
 def split_provider(path: str) -> tuple[str, str]:

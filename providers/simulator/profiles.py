@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from providers.simulator.wire import Reply
+from providers.sim_wire import Reply
 
 _INPUT_OPEN = re.compile(r'<input contract="([^"<>]+)">')
 _INPUT_CLOSE = "</input>"

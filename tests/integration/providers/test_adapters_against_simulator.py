@@ -21,9 +21,9 @@ from providers.base import (
     TimedOut,
     Unavailable,
 )
+from providers.client import provider_client
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.network import provider_client
 from providers.simulator import run_simulator
 
 PROTOCOLS = ("openai", "anthropic", "gemini", "openai-compatible")

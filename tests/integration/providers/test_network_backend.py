@@ -1,5 +1,5 @@
 """The provider client's transport fails exactly where httpx's own does, with the same
-exceptions (``providers/http1_transport.py``).
+exceptions (``providers/http1_pool.py``, ``providers/http1_connection.py``).
 
 Every break point runs over real loopback sockets against httpx's own transport
 (``httpx``: httpcore on anyio, the reference) and against ``Http1Transport`` through
@@ -28,8 +28,8 @@ import pytest
 import trustme
 import uvloop
 
-from providers.http1_transport import Http1Transport
-from providers.network import ProviderClient, provider_client
+from providers.client import ProviderClient, provider_client
+from providers.http1_pool import Http1Transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 BACKENDS = ["httpx", "http1", "one-hop"]

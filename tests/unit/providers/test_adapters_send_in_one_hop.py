@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from providers.base import ConnectFailed, ConnectionLost, ProviderError, ProviderRequest
+from providers.client import ProviderClient, provider_client
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.network import ProviderClient, provider_client
 
 LIMITS = httpx.Limits(max_connections=4)
 

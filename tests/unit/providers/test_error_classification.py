@@ -27,7 +27,7 @@ from providers.base import (
 )
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.transport import retry_after_seconds
+from providers.json_http_adapter import retry_after_seconds
 
 #: One TLS context for the module: building one per client costs ~80 ms.
 TLS = ssl.create_default_context()

@@ -1,4 +1,4 @@
-"""``Http1Transport``'s connection, driven by hand where a real socket cannot time it.
+"""``Http1Connection``, driven by hand where a real socket cannot time it.
 
 The break points a socket can reach are in
 tests/integration/providers/test_network_backend.py, against httpcore.
@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 
-from providers.http1_transport import _Connection
+from providers.http1_connection import Http1Connection
 
 
 class _FullSocket:
     """A transport whose socket takes nothing: every write pauses the protocol; ``abort``
     reports the loss a turn later, as asyncio's transports do."""
 
-    def __init__(self, protocol: _Connection, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, protocol: Http1Connection, loop: asyncio.AbstractEventLoop) -> None:
         self.protocol, self.loop = protocol, loop
 
     def write(self, data: bytes) -> None:
@@ -41,7 +41,7 @@ def test_an_answer_failed_while_its_upload_waited_leaves_no_unread_exception() -
     async def body() -> None:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
-        conn = _Connection(loop, ("http", "provider.example", 80))
+        conn = Http1Connection(loop, ("http", "provider.example", 80))
         conn.connection_made(_FullSocket(conn, loop))  # type: ignore[arg-type]
         request = httpx.Request("POST", "http://provider.example/", content=b"x" * 100)
         timeouts = {"write": 5.0, "read": 5.0}

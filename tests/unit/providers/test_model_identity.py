@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.models import model_matches
+from providers.model_identity import model_matches
 
 
 @pytest.mark.parametrize(

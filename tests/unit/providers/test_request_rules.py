@@ -15,10 +15,9 @@ import httpx
 import pytest
 
 from contracts.loader import load_catalog
-from providers.base import ProviderRequest, Rejected
+from providers.base import ProviderRequest, Rejected, RequestRefused
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.plugin import RequestRefused
 from providers.simulator import create_sim_app
 
 CATALOG = load_catalog()
@@ -251,12 +250,18 @@ def test_adapter_omits_temperature_where_the_model_refuses_it_and_says_so() -> N
 
 
 def test_config_overrides_the_temperature_capability_either_way() -> None:
+    def takes_temperature(provider: ProviderConfig) -> bool:
+        adapter: Any = build_provider(provider, httpx.AsyncClient())
+        return bool(adapter.capabilities.temperature)
+
     refusing = config("anthropic", "claude-sonnet-4-6", capabilities={"temperature": False})
-    assert refusing.capabilities().temperature is False
+    assert takes_temperature(refusing) is False
     taking = config("anthropic", "claude-opus-4-7", capabilities={"temperature": True})
-    assert taking.capabilities().temperature is True
-    assert config("anthropic", "claude-opus-4-7").capabilities().temperature is False
-    assert config("gemini").capabilities().temperature is True
+    assert takes_temperature(taking) is True
+    assert takes_temperature(config("anthropic", "claude-opus-4-7")) is False
+    assert takes_temperature(config("gemini")) is True
+    assert takes_temperature(config("openai-compatible", "o3-mini")) is True
+    assert takes_temperature(config("openai", "o3-mini")) is False
 
 
 @pytest.mark.parametrize(

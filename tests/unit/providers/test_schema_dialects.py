@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from contracts.loader import load_catalog
+from providers.base import SchemaNotSupported
 from providers.gemini import response_schema_problem, to_gemini_schema
 from providers.openai import strict_schema_problem, to_strict_schema
-from providers.plugin import SchemaNotSupported
 
 CATALOG = load_catalog()
 CATALOG_SCHEMAS = [pytest.param(c.output_schema, id=name) for name, c in sorted(CATALOG.items())]

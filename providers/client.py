@@ -2,10 +2,10 @@
 
 ``ProviderClient`` is an ``httpx.AsyncClient`` that keeps no cookies (``NoCookies``) and
 sends a provider call in one hop (``post_read``). Its transport is an HTTP/1.1 pool on
-asyncio with httptools' parser behind httpx's transport interface
-(``providers/http1_transport.py``), which raises for every failure the httpx exception
-httpcore raises for it, so the adapters' "not sent / maybe sent" classification reads the
-same classes as on httpx's own transport.
+asyncio behind httpx's transport interface (``providers/http1_pool.py``; one connection,
+parsed by httptools, in ``providers/http1_connection.py``), which raises for every
+failure the httpx exception httpcore raises for it, so the adapters' "not sent / maybe
+sent" classification reads the same classes as on httpx's own transport.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from providers.http1_transport import Http1Transport
+from providers.http1_pool import Http1Transport
 
 PARSED_URLS_KEPT = 64  # distinct URLs a client keeps parsed (one per provider endpoint)
 

@@ -1,7 +1,8 @@
-"""One HTTP round trip to a provider, and the translation of everything that can go wrong.
+"""The JSON-over-HTTP adapter base: one round trip to a provider, and what can go wrong.
 
-The adapters (``openai``, ``anthropic``, ``gemini``, ``openai-compatible``) only build a
-request body and read a response body; this module sends, times and classifies. Errors are
+The adapters (``openai``, ``anthropic``, ``gemini``, ``openai-compatible``) subclass
+``JsonHttpAdapter``: they only build a request body and read a response body; this module
+sends it (through the shared ``providers.client``), times and classifies. Errors are
 translated here and nowhere else, each ``raise ... from exc`` into the tree drawn in
 ``providers.base``:
 
@@ -52,14 +53,15 @@ from providers.base import (
     ProviderResult,
     RateLimited,
     Rejected,
+    RequestRefused,
+    SchemaNotSupported,
     TimedOut,
     Unavailable,
     Usage,
 )
-from providers.config import ProviderConfig
-from providers.http1_transport import pool_wait_expired
-from providers.network import ProviderClient
-from providers.plugin import RequestRefused, SchemaNotSupported
+from providers.client import ProviderClient
+from providers.config import Capabilities, ProviderConfig
+from providers.http1_pool import pool_wait_expired
 
 logger = logging.getLogger("providers")
 
@@ -171,8 +173,13 @@ class JsonHttpAdapter:
         self.config = config
         self.client = client
         self.name = config.name
-        self.capabilities = config.capabilities()
+        self.capabilities = config.capabilities(self.default_capabilities(config.model))
         self._converted: dict[tuple[int, Callable[..., Any]], tuple[Any, Any]] = {}
+
+    @staticmethod
+    def default_capabilities(model: str) -> Capabilities:
+        """Return what ``model`` accepts when the config says nothing (the protocol's rule)."""
+        return Capabilities()
 
     def converted(
         self, schema: dict[str, Any], convert: Callable[[dict[str, Any]], dict[str, Any]]

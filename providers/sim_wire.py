@@ -1,9 +1,13 @@
-"""What every simulated wire format shares; each protocol's own format lives in its plug-in.
+"""What a protocol plug-in implements to be simulated, and what every simulated wire shares.
 
 A plug-in's ``SimWire`` (``providers/openai/sim.py`` ...) claims its API paths, reads a
 request body with that API's request rules (refusing what the real API refuses), and writes
 answers in the exact shapes the real API sends: the complete JSON body, the SSE stream when
 the request asks to stream, and the error envelope.
+
+It lives beside the plug-ins rather than in ``providers/simulator/``: the simulator serves
+every registered plug-in (``providers.registry``), so the plug-ins must not import the
+simulator's package, nor load its server when the gateway imports them.
 """
 
 from __future__ import annotations
@@ -13,13 +17,10 @@ import json
 import math
 from typing import Any, Protocol
 
-from providers.plugin import RequestRefused
+from providers.base import RequestRefused
 
 CHARS_PER_TOKEN = 4  # characters per simulated token (usage numbers are estimates)
 STREAM_CHUNK_CHARS = 24  # characters of answer text per streamed delta
-
-#: Kept for callers that caught the old name: the request is one the API refuses.
-WireError = RequestRefused
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
