@@ -4,7 +4,7 @@
 zero-latency upstream (``bench.processes.upstream``) and, in this one process on uvloop,
 sends N Chat Completions POSTs at each concurrency through:
 
-- ``provider``: the client the adapters share (``providers.network.provider_client``,
+- ``provider``: the client the adapters share (``providers.client.provider_client``,
   httpx over ``Http1Transport``) through ``post_read``, as the dispatcher sends;
 - ``httpx``: a plain ``httpx.AsyncClient`` (httpcore on anyio), for reference;
 - ``aiohttp``: aiohttp's own ``ClientSession`` (a dev dependency), for reference: the
@@ -35,7 +35,7 @@ import httpx
 from bench.lib.children import ROOT, child, free_port, ready, say
 from bench.lib.gateways import UPSTREAM_MODULE
 from bench.lib.report import write_report
-from providers.network import ProviderClient, provider_client
+from providers.client import ProviderClient, provider_client
 
 BODY = json.dumps(
     {"model": "bench-gpt", "messages": [{"role": "user", "content": "My card was charged twice"}]}

@@ -27,7 +27,7 @@ import jinja2
 from contracts.model import Case, Contract
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
-from providers.plugin import plugin_for
+from providers.registry import plugin_for
 from providers.tokenizers import (
     HFTokenizer,
     TiktokenTokenizer,

@@ -23,7 +23,7 @@ import httpx
 from contracts.model import Contract
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.transport import redact
+from providers.json_http_adapter import redact
 
 PROBE_TIMEOUT = 10.0  # seconds for the whole probe
 #: What a base URL looks like, per protocol, for the 404 hint.

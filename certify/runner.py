@@ -56,7 +56,7 @@ from contracts.registry import adapter_version_of
 from providers.base import BadOutput, ProviderError, ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.models import model_matches
+from providers.model_identity import model_matches
 from providers.tokenizers import Tokenizer, tokenizer_for
 
 DEFAULT_REPEATS = 3
