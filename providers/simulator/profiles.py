@@ -33,6 +33,9 @@ class Profile(enum.StrEnum):
     OTHER_MODEL = "other-model"
     #: a caching proxy: an identical request body gets the first answer again, byte for byte
     REPLAYING = "replaying"
+    #: a model tuned on the published catalog: right on the catalog's own inputs, and on any
+    #: other input wrong on a must-agree field (the contract's ``simulate_memorised``)
+    CATALOG_ONLY = "catalog-only"
 
 
 #: What ``other-model`` appends to the requested model name in its answers.
@@ -104,6 +107,10 @@ def answer(contract_name: str, contract: SimContract, input: Any, profile: Profi
         value = contract.simulate_sloppy(input)
     elif profile is Profile.WRONG_LANGUAGE:
         value = contract.simulate_wrong_language(input)
+    elif profile is Profile.CATALOG_ONLY:
+        # A catalog without the notion (your own test doubles) answers faithfully.
+        memorised = getattr(contract, "simulate_memorised", contract.simulate)
+        value = memorised(input)
     else:
         value = contract.simulate(input)
     if profile is Profile.DRIFTING:
