@@ -8,7 +8,9 @@ Between a client and the gateway it can, per request, in the order a test script
 - ``unavailable``: answer 503 ``urn:onejob:unavailable`` with ``Retry-After`` (the
   database is away), without forwarding;
 - ``hold``: forward, then hold the answer for ``hold_seconds`` before sending it (a slow
-  network: long enough for a page to be reloaded meanwhile).
+  network: long enough for a page to be reloaded meanwhile);
+- ``cut_stream``: forward, relay the status, the headers and the first chunk of the body
+  (an event stream's first events), then reset the connection.
 
 ``unavailable_for(seconds)`` answers every ``/v1`` request 503 for that long. Every
 request that reaches it is recorded (method, path, Idempotency-Key, body, what was done).
@@ -45,6 +47,7 @@ class Seen:
     method: str
     path: str
     key: str | None  #: the Idempotency-Key header as sent
+    last_event_id: str | None  #: the Last-Event-ID header as sent
     body: bytes
     done: str  #: ``forwarded``, ``reset_before``, ``reset_after``, ``unavailable``, ``hold``
     status: int | None  #: the status the client got, None when the connection was reset
@@ -106,6 +109,19 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
             with contextlib.closing(self.upstream(body)) as response:
                 response.read()
             self.reset()
+        elif action == "cut_stream":
+            with contextlib.closing(self.upstream(body)) as response:
+                status = response.status_code
+                self.send_response(status)
+                for name, value in response.headers.multi_items():
+                    if name.lower() not in button_serve.HOP_BY_HOP:
+                        self.send_header(name, value)
+                self.end_headers()
+                for chunk in response.iter_bytes():
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    break
+            self.reset()
         elif action == "hold":
             with contextlib.closing(self.upstream(body)) as response:
                 response.read()
@@ -115,8 +131,10 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
                     self.relay(response)
         else:
             status = super().forward(body)
-        key = self.headers.get("Idempotency-Key")
-        faults.record(Seen(self.command, self.path, key, body, action, status, time.monotonic()))
+        key, last = self.headers.get("Idempotency-Key"), self.headers.get("Last-Event-ID")
+        faults.record(
+            Seen(self.command, self.path, key, last, body, action, status, time.monotonic())
+        )
         return status or 0
 
     def reset(self) -> None:

@@ -2,14 +2,14 @@
 
 The clients' tests talk to processes, not to an app in the test's own loop: the gateway is
 ``onejob serve --config FILE`` with the simulator in its ``[simulator]`` table, an owner's
-and an admin's keys made with ``onejob keys create``, and both simulated providers
+key made with ``onejob keys create``, and both simulated providers
 certified for ``ticket-triage@1`` with ``onejob certify`` (so the fallback button is
 allowed to call ``sim-anthropic``).
 
 Used two ways:
 - from pytest: ``with served_stack(tmp_path) as stack: ...``;
 - from ``node --test`` (clients/js): ``python tests/integration/clients/served_gateway.py DIR``
-  prints one JSON line (``gateway``, ``simulator``, ``key``, ``admin_key``) once everything
+  prints one JSON line (``gateway``, ``simulator``, ``key``) once everything
   answers, and stops the gateway when its stdin closes or it gets SIGTERM.
 """
 
@@ -101,18 +101,10 @@ class Stack:
     gateway: str  #: base URL of the gateway
     simulator: str  #: base URL of the simulator (``/_sim/...``)
     key: str  #: owner ``alice``
-    admin_key: str  #: owner ``ops``, admin scope
     work_dir: Path
 
     def as_json(self) -> str:
-        return json.dumps(
-            {
-                "gateway": self.gateway,
-                "simulator": self.simulator,
-                "key": self.key,
-                "admin_key": self.admin_key,
-            }
-        )
+        return json.dumps({"gateway": self.gateway, "simulator": self.simulator, "key": self.key})
 
     def sim_calls(self, job_id: str | None = None) -> list[dict[str, Any]]:
         """Return the simulator's call log, or the calls made for one job's attempts."""
@@ -158,16 +150,33 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], log: Path, timeout: float = 120.0) -> str:
-    """Run one command to completion and return its stdout; raise with its log if it fails."""
-    done = subprocess.run(
-        argv, capture_output=True, stdin=subprocess.DEVNULL, env=_env(), timeout=timeout
-    )
-    with log.open("ab") as fh:
-        fh.write(f"\n--- {' '.join(argv)} -> {done.returncode}\n".encode() + done.stderr)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]!r}")
-    return done.stdout.decode()
+def _run(*commands: list[str], log: Path, timeout: float = 120.0) -> list[str]:
+    """Run commands side by side to completion; return their stdouts; raise if one fails."""
+    children = [
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+            start_new_session=True,
+        )
+        for argv in commands
+    ]
+    outs = []
+    for argv, child in zip(commands, children, strict=True):
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise RuntimeError(f"{' '.join(argv)} took longer than {timeout:.0f} s") from None
+        with log.open("ab") as fh:
+            fh.write(f"\n--- {' '.join(argv)} -> {child.returncode}\n".encode() + err)
+        if child.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {child.returncode}: {err[-2000:]!r}")
+        outs.append(out.decode())
+    return outs
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], urls: list[str], log: Path) -> None:
@@ -220,25 +229,26 @@ def served_stack(work_dir: Path) -> Iterator[Stack]:
     try:
         gateway, simulator = f"http://127.0.0.1:{gw_port}", f"http://127.0.0.1:{sim_port}"
         _wait_ready(proc, [f"{gateway}/readyz", f"{simulator}/_sim/health"], log)
-        key = _run([*onejob, "keys", "create", "alice", *common], log).split()[-1]
-        admin = _run([*onejob, "keys", "create", "--admin", "ops", *common], log).split()[-1]
-        certify = ["certify", "--config", str(config), "--contract", CONTRACT, "--repeats", "1"]
-        _run(
-            [
-                *onejob,
-                *certify,
-                "--provider",
-                "sim-openai",
-                "--provider",
-                "sim-anthropic",
-                "--registry",
-                str(certs),
-                "--report-dir",
-                str(work_dir / "certify"),
-            ],
-            log,
-        )
-        stack = Stack(gateway, simulator, key, admin, work_dir)
+        certify = [
+            *onejob,
+            "certify",
+            "--config",
+            str(config),
+            "--contract",
+            CONTRACT,
+            "--repeats",
+            "1",
+            "--provider",
+            "sim-openai",
+            "--provider",
+            "sim-anthropic",
+            "--registry",
+            str(certs),
+            "--report-dir",
+            str(work_dir / "certify"),
+        ]
+        created, _ = _run([*onejob, "keys", "create", "alice", *common], certify, log=log)
+        stack = Stack(gateway, simulator, created.split()[-1], work_dir)
         stack.sim_reset()  # the certification run's calls are not the tests' business
         yield stack
     finally:
