@@ -6,7 +6,8 @@ Part of the product: ``onejob sim serve`` runs it, and users' own tests can star
 
 from __future__ import annotations
 
-from providers.simulator.app import ASGIApp, SimulatorApp, create_sim_app, route, wires
+from providers.simulator.app import SimulatorApp, create_sim_app, route, wires
+from providers.simulator.asgi import ASGIApp
 from providers.simulator.profiles import DRIFT_KEY, Profile, SimContract, extract_input
 from providers.simulator.script import Behaviour, BehaviourKind, CallRecord
 from providers.simulator.server import RunningSimulator, run_simulator, serve

@@ -12,7 +12,8 @@ from typing import Any
 
 import uvicorn
 
-from providers.simulator.app import DropConnection, SimulatorApp, create_sim_app
+from providers.simulator.app import SimulatorApp, create_sim_app
+from providers.simulator.asgi import DropConnection
 
 STARTUP_TIMEOUT = 10.0  # seconds to wait for the socket to listen
 SHUTDOWN_GRACE = 1.0  # seconds open requests get before they are cancelled

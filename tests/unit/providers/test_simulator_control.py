@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from providers.simulator import create_sim_app
-from providers.simulator.control import SimulatorControl, SimulatorControlError
+from providers.simulator.control_client import SimulatorControl, SimulatorControlError
 
 USER = 'Do it.\n<input contract="echo@1">\n{"n": 5}\n</input>'
 
