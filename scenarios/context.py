@@ -1,7 +1,7 @@
 """What a scenario body works with: processes, a recording HTTP client, checks, a timeline.
 
 The façade over three parts: the recording client (:mod:`scenarios.recorder`), the simulator's
-control client (:mod:`providers.simulator.control`) and the timeline (:mod:`scenarios.timeline`).
+control client (:mod:`providers.simulator.control_client`) and the timeline (:mod:`scenarios.timeline`).
 Responses are read in the shapes docs/api.md documents; a missing key fails the scenario.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from providers.simulator.control import SimulatorControl
+from providers.simulator.control_client import SimulatorControl
 from scenarios.harness import Harness, HarnessError, Process
 from scenarios.model import Check, Exchange, TimelineMark
 from scenarios.recorder import REQUEST_TIMEOUT, ExchangeRecorder, exchange_options

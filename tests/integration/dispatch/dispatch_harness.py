@@ -21,7 +21,7 @@ from gateway.app import ServiceFactory, create_app
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from providers.config import ProviderConfig
-from providers.simulator.control import SimulatorControl
+from providers.simulator.control_client import SimulatorControl
 from providers.simulator.server import RunningSimulator
 
 CONTRACT = "ticket-triage@1"
