@@ -1,0 +1,111 @@
+// A forwarder between a client and the gateway that does, per request, what a test
+// scripts: "reset_before" (reset the connection, nothing forwarded), "reset_after"
+// (forward, let the gateway answer, then reset: the answer is lost), "unavailable" (503
+// urn:onejob:unavailable with Retry-After: 1). unavailableFor(ms) answers every /v1
+// request 503 for that long. Every request is recorded with its Idempotency-Key.
+
+import http from "node:http";
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+  "content-length",
+  "content-encoding",
+]);
+
+export async function startFaultProxy(target) {
+  const scripts = new Map();
+  const seen = [];
+  let unavailableUntil = 0;
+
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const route = `${req.method} ${req.url.split("?")[0]}`;
+    const action =
+      Date.now() < unavailableUntil ? "unavailable" : (scripts.get(route)?.shift() ?? "forwarded");
+    const record = {
+      method: req.method,
+      path: req.url.split("?")[0],
+      key: req.headers["idempotency-key"] ?? null,
+      body: body.toString("utf8"),
+      done: action,
+      status: null,
+    };
+    seen.push(record);
+    if (action === "reset_before") {
+      req.socket.resetAndDestroy();
+      return;
+    }
+    if (action === "unavailable") {
+      record.status = 503;
+      res.writeHead(503, { "Content-Type": "application/problem+json", "Retry-After": "1" });
+      res.end(
+        JSON.stringify({
+          type: "urn:onejob:unavailable",
+          title: "Unavailable",
+          status: 503,
+          detail: "The database is not reachable (injected by the test).",
+          outcome: "not_done",
+        }),
+      );
+      return;
+    }
+    const headers = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (!HOP_BY_HOP.has(name)) headers[name] = value;
+    }
+    let upstream;
+    try {
+      upstream = await fetch(target + req.url, {
+        method: req.method,
+        headers,
+        body: body.length ? body : undefined,
+      });
+    } catch (error) {
+      res.writeHead(502);
+      res.end(String(error));
+      return;
+    }
+    if (action === "reset_after") {
+      await upstream.arrayBuffer();
+      req.socket.resetAndDestroy();
+      return;
+    }
+    record.status = upstream.status;
+    const out = {};
+    upstream.headers.forEach((value, name) => {
+      if (!HOP_BY_HOP.has(name)) out[name] = value;
+    });
+    res.writeHead(upstream.status, out);
+    if (upstream.body) for await (const chunk of upstream.body) res.write(chunk);
+    res.end();
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    seen,
+    script(method, path, ...actions) {
+      const route = `${method} ${path}`;
+      scripts.set(route, [...(scripts.get(route) ?? []), ...actions]);
+    },
+    unavailableFor(ms) {
+      unavailableUntil = Date.now() + ms;
+    },
+    requests(method, path) {
+      return seen.filter((s) => s.method === method && s.path === path);
+    },
+    close() {
+      server.closeAllConnections?.();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
