@@ -1,8 +1,8 @@
 """What a scenario body works with: processes, a recording HTTP client, checks, a timeline.
 
-The façade over three parts: the recording client (:mod:`scenarios.recorder`), the simulator's
-control client (:mod:`providers.simulator.control_client`) and the timeline (:mod:`scenarios.timeline`).
-Responses are read in the shapes docs/api.md documents; a missing key fails the scenario.
+The façade over three parts: the recording client (:mod:`scenarios.recorder`), the
+simulator's control client (:mod:`providers.simulator.control_client`) and the timeline
+(:mod:`scenarios.timeline`). Responses are read in the shapes docs/api.md documents; a missing key fails the scenario.
 """
 
 from __future__ import annotations
