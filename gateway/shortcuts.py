@@ -98,7 +98,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     ),
     Shortcut(
         setting="first_attempt_in_process",
-        code="gateway/service.py (reserve a runner slot, run the claimed attempt); "
+        code="gateway/service/jobs.py (reserve a runner slot, run the claimed attempt); "
         "gateway/dispatch/first_attempts.py (reserve, run_claimed)",
         skips="the queue: a NOTIFY, a runner's wake-up and a claim transaction per job",
         measured="a sync job's claim transaction and wake-up saved (issue 9)",

@@ -1,7 +1,7 @@
 """What the OpenAPI document says beyond the handlers' signatures: bodies, problems, auth.
 
 Handlers read their bodies themselves (after authentication, under the JSON rules of
-``body.parse_json``), so Litestar does not see a ``data`` parameter. Litestar documents
+``strict_json.parse_json``), so Litestar does not see a ``data`` parameter. Litestar documents
 the ``data`` of any dependency a handler has, and resolves at run time only the
 dependencies a handler asks for: ``body_doc(Struct)`` is such a dependency, never asked
 for, that puts the struct's schema into the document as the request body.
@@ -250,7 +250,7 @@ def _declare_headers(openapi: OpenAPI) -> None:
                     }
 
 
-#: The largest integer the JSON rules accept (``body.parse_json``): 2^53 - 1.
+#: The largest integer the JSON rules accept (``strict_json.parse_json``): 2^53 - 1.
 SAFE_INTEGER = 2**53 - 1
 
 

@@ -15,14 +15,6 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from gateway.domain.records import CreateOutcome, Principal
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.auth import authenticate, authenticate_admin, request_key
-from gateway.http.bodies import (
-    AttemptBody,
-    CreateJobBody,
-    ResolveBody,
-    ResolveSucceeded,
-    read_body,
-    read_resolution,
-)
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
     PREFER_DESCRIPTION,
@@ -31,6 +23,14 @@ from gateway.http.openapi import (
     answer,
     body_doc,
     problems,
+)
+from gateway.http.request_bodies import (
+    AttemptBody,
+    CreateJobBody,
+    ResolveBody,
+    ResolveSucceeded,
+    read_body,
+    read_resolution,
 )
 from gateway.http.responses import (
     NOT_READY,

@@ -19,7 +19,7 @@ did on this machine (an extra round trip per job: +0.25 ms p50 at 1 connection, 
 16, alternated in docs/benchmarks.md), and decisions did not reach the lock's ceiling.
 
 Wake-ups are hints, never the record: the dispatcher polls (``poll_interval``) and a
-waiter re-reads (``service.WAIT_POLL_INTERVAL``) without one, and a listener that gets one
+waiter re-reads (``service.waiting.WAIT_POLL_INTERVAL``) without one, and a listener that gets one
 reads a commit that is already visible. What sending after the commit costs is latency in
 one case only: the process dies between its commit and the send, and the other processes
 then find the change on their next poll instead.

@@ -192,7 +192,7 @@ def as_json(value: Any) -> str:
 
 def as_checked_json(value: Any) -> str:
     """Encode a value already known to be storable JSON as text: a request's parsed input
-    (``gateway.http.body`` refused NaN, the infinities and unpaired surrogates) or a
+    (``gateway.http.strict_json`` refused NaN, the infinities and unpaired surrogates) or a
     scrubbed event detail.
 
     msgspec writes the same JSON value as ``as_json`` (jsonb keeps values, not text)

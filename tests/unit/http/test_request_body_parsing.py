@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError, InvalidInput, MalformedJson
-from gateway.http.body import MAX_JSON_DEPTH, _check_shape, parse_json
+from gateway.http.strict_json import MAX_JSON_DEPTH, _check_shape, parse_json
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The typed request bodies: what each route accepts, unknown fields refused.
 
-The body is first read under the JSON rules of ``body.parse_json`` (no duplicate keys,
+The body is first read under the JSON rules of ``strict_json.parse_json`` (no duplicate keys,
 NaN, U+0000, deep nesting), then converted strictly to one of these structs, so a wrong
 type or an unknown field is a 422 listing what is wrong. The same structs give the
 OpenAPI document its request schemas.
@@ -14,7 +14,7 @@ import msgspec
 from litestar import Request
 
 from gateway.errors import InvalidInput
-from gateway.http.body import read_json
+from gateway.http.strict_json import read_json
 
 T = TypeVar("T", bound=msgspec.Struct)
 

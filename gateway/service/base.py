@@ -1,0 +1,107 @@
+"""What every use case of the service stands on: its dependencies and the checks they share.
+
+``JobService`` (``gateway.service``) is this base with its use cases mixed in, one module
+each; a use case on a job starts from ``get_job`` (the caller's own job), an admin one
+from ``require_admin``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.dispatch.routing import Routes
+from gateway.domain.ports import (
+    ApiKeys,
+    Certifications,
+    ContractSpec,
+    JobStore,
+    KeyedCreation,
+    LocalRunner,
+    Verdict,
+)
+from gateway.domain.records import JobRecord, Principal
+from gateway.errors import Forbidden, NotFound, UnknownProvider
+from gateway.metrics import Metrics
+from gateway.notify import ChangeHub
+from gateway.settings import Settings
+from providers.config import ProviderConfig
+
+#: What our ids look like (``job_01J...``); anything else is not found without a query.
+_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Refusal:
+    allowed: bool
+    reason: str
+
+
+class NoCertifications:
+    """Refuse every fallback: the policy when no certification registry is available."""
+
+    def can_failover(
+        self, contract: Any, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> Verdict:
+        """Refuse, saying why."""
+        return _Refusal(False, "no certification registry is loaded")
+
+
+class ServiceBase:
+    """Hold what the use cases need: the store, the settings, the catalog, the policy."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        catalog: Mapping[str, ContractSpec],
+        certifications: Certifications | None = None,
+        hub: ChangeHub | None = None,
+        metrics: Metrics | None = None,
+        keys: ApiKeys | None = None,
+    ) -> None:
+        self.store = store
+        #: Where API keys live (the store implements both seams).
+        self.keys: ApiKeys = keys if keys is not None else store  # type: ignore[assignment]
+        self.settings = settings
+        self.catalog = catalog
+        self.certifications: Certifications = certifications or NoCertifications()
+        self.hub = hub
+        self.metrics = metrics or Metrics()
+        self.routes = Routes(
+            settings,
+            catalog,
+            settings.providers,
+            self.certifications,
+        )
+        self._runner: LocalRunner | None = None
+        #: Checks the API key in the creating statement, where the store can.
+        self._keyed = store if keys is None and isinstance(store, KeyedCreation) else None
+
+    async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return the caller's job with its attempts."""
+        check_id(job_id, "job")
+        job = await self.store.get_job(job_id, principal.owner_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
+
+    @staticmethod
+    def require_admin(principal: Principal) -> None:
+        """Raise ``Forbidden`` unless the principal's key has the admin scope."""
+        if not principal.is_admin:
+            raise Forbidden("This route needs an API key with the admin scope.")
+
+    def _provider(self, name: str) -> ProviderConfig:
+        cfg = self.settings.providers.get(name)
+        if cfg is None:
+            raise UnknownProvider(f"No provider named {name!r} is configured.")
+        return cfg
+
+
+def check_id(value: str, kind: str) -> None:
+    """Raise ``NotFound`` for a value that cannot be one of our ids (NUL, unicode, huge)."""
+    if not _ID.fullmatch(value):
+        raise NotFound(f"No {kind} {value[:100]!r}.")

@@ -1,0 +1,203 @@
+"""Creating and reading jobs (R1, R2): the Idempotency-Key's use case, and the caller's reads.
+
+A new job is validated (``new_job``) before the API key is checked, then created for the
+key's owner (``create_job_for_key``): where the store can, the key is checked by the very
+statement that creates the job. When this process's dispatcher has a free runner slot,
+the job's first attempt is claimed in the creating transaction and run here at once
+(``use_local_runner``, R7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
+from gateway.domain.ports import ContractSpec, LocalRunner
+from gateway.domain.records import (
+    ClaimSpec,
+    CreateOutcome,
+    CreateResult,
+    EventRecord,
+    JobRecord,
+    NewJob,
+    Principal,
+)
+from gateway.domain.states import JobStatus
+from gateway.errors import (
+    BadRequest,
+    InvalidInput,
+    NotFound,
+    Unauthorized,
+    UnknownContract,
+    UnknownProvider,
+)
+from gateway.service.base import ServiceBase, check_id
+
+MAX_PAGE = 100  # jobs per page
+#: What refusing an unknown or revoked API key says (``require_key``).
+KEY_REFUSED = "The API key is not valid or was revoked."
+#: ``NewJob.owner_id`` before the API key is checked: the key's owner takes its place.
+_OWNER_FROM_KEY = ""
+
+
+class Jobs(ServiceBase):
+    """Create jobs for an API key's owner; read them back."""
+
+    def use_local_runner(self, runner: LocalRunner | None) -> None:
+        """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
+        self._runner = runner
+
+    def new_job(
+        self, idempotency_key: str, name: str, input_: Any, requested: str | None = None
+    ) -> NewJob:
+        """Validate what a caller asks for; return it as a ``NewJob`` of no owner yet.
+
+        The owner is the API key's, filled in by ``create_job_for_key``. The HTTP route
+        calls this before the key is checked, so it must answer a refusal only once
+        ``require_key`` has passed.
+        """
+        contract = self._contract(name)
+        primary = self._primary(name, requested)
+        errors = contract.validate_input(input_)
+        if errors:
+            raise InvalidInput(f"input is not valid for {name}", errors=errors)
+        try:
+            print_ = fingerprint(name, input_, requested)
+        except UnfingerprintableInput as exc:
+            raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
+        return NewJob(
+            owner_id=_OWNER_FROM_KEY,
+            idempotency_key=idempotency_key,
+            fingerprint=print_,
+            contract=name,
+            provider=primary,
+            requested_provider=requested,
+            input=input_,
+        )
+
+    async def create_job_for_key(self, secret: str, new: NewJob) -> CreateResult:
+        """Create ``new`` for the owner of the API key ``secret``, or return the job that
+        owner's idempotency key already made (replay or conflict); ``Unauthorized`` for
+        an unknown or revoked key.
+
+        Where the store can (``KeyedCreation``: PostgreSQL), the key is checked by the
+        statement that creates the job, so it costs no round trip of its own, and it is
+        still read on every request: a revoked key is refused at once.
+        """
+        result = await self._create(new, secret)
+        if result.outcome is CreateOutcome.CREATED:
+            self.metrics.job_created()
+        elif result.outcome is CreateOutcome.REPLAYED:
+            self.metrics.job_replayed()
+        else:
+            self.metrics.job_conflicted()
+        return result
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked API key, or None."""
+        return await self.keys.authenticate(secret)
+
+    async def require_key(self, secret: str) -> Principal:
+        """Return the principal of an unrevoked API key; raise ``Unauthorized`` otherwise."""
+        principal = await self.authenticate(secret)
+        if principal is None:
+            raise Unauthorized(KEY_REFUSED)
+        return principal
+
+    async def _create(self, new: NewJob, secret: str) -> CreateResult:
+        """Insert the job; when a local runner is free, claim and start its first attempt.
+
+        Running the first attempt where the request is saves the notify, wake-up and
+        claim transaction; the claim is a lease like any other (R7).
+        """
+        runner = self._runner
+        claim = await runner.reserve(new.provider, new) if runner is not None else None
+        slot = runner if claim is not None else None  # the runner whose slot is reserved
+        try:
+            if self._keyed is not None:
+                result = await self._keyed.create_or_get_for_key(secret, new, claim)
+            else:
+                result = await self._create_as_owner(secret, new, claim)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        if result is None:
+            # Not told in one statement (an unknown or revoked key, or the key's job not
+            # visible yet): give the slot back before the key is read, so a stranger
+            # holds none meanwhile; a valid key's job then queues for any runner.
+            if slot is not None:
+                slot.release()
+            return await self._create_as_owner(secret, new, None)
+        if slot is not None:
+            if result.claimed is None:
+                slot.release()
+            else:
+                slot.run_claimed(result.claimed, claim)
+                # One loop turn for the attempt: its provider call goes out now, and this
+                # request sets up its wait (if any) while the provider works.
+                await asyncio.sleep(0)
+        return result
+
+    async def _create_as_owner(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None
+    ) -> CreateResult:
+        """Read the API key, then create ``new`` as its owner's (``Unauthorized`` if not valid)."""
+        principal = await self.require_key(secret)
+        return await self.store.create_or_get(
+            dataclasses.replace(new, owner_id=principal.owner_id), claim
+        )
+
+    async def job_events(self, principal: Principal, job_id: str) -> list[EventRecord]:
+        """Return the audit trail of one of the caller's jobs."""
+        job = await self.get_job(principal, job_id)
+        return await self.store.events(job.id)
+
+    async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
+        """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""
+        self.require_admin(principal)
+        check_id(job_id, "job")
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"No job {job_id!r}.")
+        return job
+
+    async def list_jobs(
+        self,
+        principal: Principal,
+        *,
+        status: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRecord], str | None]:
+        """List the caller's jobs, newest first; return the page and the next cursor."""
+        try:
+            wanted = JobStatus(status) if status is not None else None
+        except ValueError:
+            raise BadRequest(
+                f"status must be one of {', '.join(s.value for s in JobStatus)}."
+            ) from None
+        if not 1 <= limit <= MAX_PAGE:
+            raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+        try:
+            return await self.store.list_jobs(
+                principal.owner_id, status=wanted, limit=limit, cursor=cursor
+            )
+        except ValueError as exc:
+            raise BadRequest("The cursor is not valid.") from exc
+
+    def _contract(self, name: str) -> ContractSpec:
+        contract = self.catalog.get(name)
+        if contract is None:
+            raise UnknownContract(f"No contract named {name!r}; see GET /v1/contracts.")
+        return contract
+
+    def _primary(self, contract: str, requested: str | None) -> str:
+        if requested is not None:
+            return self._provider(requested).name
+        route = self.settings.route_for(contract)
+        if route is None:
+            raise UnknownProvider(f"No route is configured for {contract!r}; name a provider.")
+        return self._provider(route.primary).name
