@@ -2,7 +2,8 @@
 
 The façade over three parts: the recording client (:mod:`scenarios.recorder`), the
 simulator's control client (:mod:`providers.simulator.control_client`) and the timeline
-(:mod:`scenarios.timeline`). Responses are read in the shapes docs/api.md documents; a missing key fails the scenario.
+(:mod:`scenarios.timeline`). Responses are read in the shapes docs/api.md documents; a
+missing key fails the scenario.
 """
 
 from __future__ import annotations
