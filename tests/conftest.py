@@ -67,6 +67,17 @@ async def _pg_admin(*statements: str) -> None:
         await conn.close()
 
 
+@pytest.fixture(autouse=True)
+def _shortcuts_for_what_is_tested(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test of a shortcut itself (``@pytest.mark.shortcut``) runs with the shortcuts on,
+    also in the run that turns them off (``ONEJOB_SHORTCUTS=off``, .ci/run): that run
+    checks that everything else holds on the plain library path."""
+    if request.node.get_closest_marker("shortcut") is not None:
+        monkeypatch.delenv("ONEJOB_SHORTCUTS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def postgres_template(request: pytest.FixtureRequest) -> str:
     """Create and migrate this worker's template database once; return its name."""

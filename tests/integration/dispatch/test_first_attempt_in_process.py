@@ -37,7 +37,7 @@ from gateway.settings import Settings
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shortcut]
 
 ROOT = Path(__file__).resolve().parents[3]
 EXIT_TIMEOUT = 15.0  # seconds

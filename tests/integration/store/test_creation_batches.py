@@ -21,7 +21,7 @@ from gateway.domain.records import ClaimSpec, CreateOutcome, CreateResult, NewJo
 from gateway.store import SqlJobStore, creation_batches
 from gateway.store.tables import job_events
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.shortcut]
 
 CLAIM = ClaimSpec(worker_id="w1", lease_ttl=30.0, deadline_s=30.0)
 

@@ -17,6 +17,9 @@ from dispatch_fakes import MakeDispatcher, ScriptedProvider, SpyStore, make_atte
 
 from gateway.domain.records import ClaimedAttempt, ClaimSpec, NewJob
 
+#: These test the shortcut itself: on, whatever ONEJOB_SHORTCUTS says.
+pytestmark = pytest.mark.shortcut
+
 
 def new_job(input: Any) -> NewJob:
     return NewJob(

@@ -16,6 +16,9 @@ from litestar.types import Message
 
 from gateway.http.direct import DirectRouteUnsafe, direct_create_route, registered_handler
 
+#: These test the shortcut itself: on, whatever ONEJOB_SHORTCUTS says.
+pytestmark = pytest.mark.shortcut
+
 #: The answers a creation gives, and some it never gives (those go through Litestar).
 ANSWERS: dict[str, Response[Any]] = {
     "created": Response({"id": "job_1", "n": 1.5}, status_code=201, headers={"Location": "/x"}),
