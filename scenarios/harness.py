@@ -21,6 +21,8 @@ from typing import IO, Any
 
 import httpx
 
+from gateway.settings import SHORTCUTS_ENV
+
 READY_TIMEOUT = 30.0  # seconds a process may take to answer its readiness probe
 READY_POLL = 0.05  # seconds between readiness probes
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
@@ -181,7 +183,13 @@ class Harness:
         log_dir.mkdir(parents=True, exist_ok=True)
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ONEJOB_")}
+        # A process gets none of this one's settings, but which path the shortcuts take
+        # (``ONEJOB_SHORTCUTS=off``: the run that checks the plain library path).
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("ONEJOB_") or k == SHORTCUTS_ENV
+        }
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra or {})
         return env
