@@ -11,6 +11,12 @@ Layers, in the order a case goes through them::
     semantics   the declared assertions and the Python hook hold for the case
     stability   every one of k repeats passed, with identical must-agree fields (pass^k)
     agreement   (pairs) primary and fallback agree on the must-agree fields
+
+and two over a provider's whole run on a contract::
+
+    variants    every variant drawn for this run (``contracts.relations``) passed the
+                layers above, as the catalog's own cases must
+    budget      p95 latency, output tokens and cost per case within the contract's budget
 """
 
 from __future__ import annotations
@@ -59,6 +65,10 @@ class Layer(enum.StrEnum):
     STABILITY = "stability"
     #: Primary and fallback agree on the must-agree fields (pairs only).
     AGREEMENT = "agreement"
+    #: Every variant of the cases drawn for this run passed every case layer.
+    VARIANTS = "variants"
+    #: Latency, output tokens and cost per case within the contract's budget.
+    BUDGET = "budget"
 
 
 #: The layers a single provider is certified on, in order.
@@ -70,6 +80,8 @@ CASE_LAYERS = (
     Layer.SEMANTICS,
     Layer.STABILITY,
 )
+#: The layers judged over a provider's whole run on a contract, after the case layers.
+UNIT_LAYERS = (Layer.VARIANTS, Layer.BUDGET)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

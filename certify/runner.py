@@ -12,6 +12,11 @@ back with one provider id (a caching proxy) are replays, not k samples: stabilit
 A model that refuses ``temperature`` gets requests without it (the adapter reports that in
 ``ProviderResult.omitted_parameters``); its certificate then says that the stability of its
 answers rests on pass^k alone, since the contract's temperature was never applied.
+
+Every run also draws variants of each contract's cases (``contracts.variants``), seeded by
+the run id unless a seed is given, the same ones for every provider, and checks them like
+the cases. Cassettes hold the catalog's cases only: in replay mode the variants go to
+``variant_client`` (the in-process simulator of ``--sim``), or are skipped without one.
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from typing import Any
 
 import httpx
 
+from certify.calls import CALL_LAYERS, CallFacts, aggregate, not_reached, one_call
 from certify.cassettes import (
     CASSETTE_ROOT,
     CURRENT_TAPE,
     CassetteLibrary,
-    CassetteMismatch,
     RecordingTransport,
     Tape,
     write_cassette,
@@ -41,45 +46,34 @@ from certify.checks import (
     Check,
     Layer,
     check_agreement,
-    check_model,
     check_render,
     check_replays,
-    check_schema,
-    check_semantics,
     check_stability,
-    excerpt,
 )
 from certify.results import CaseResult, CertificationRun, Mode, Progress, UnitResult
+from certify.usage import Price
 from contracts import language
 from contracts.model import Case, Contract
 from contracts.registry import adapter_version_of
-from providers.base import BadOutput, ProviderError, ProviderRequest
+from contracts.variants import Variant, draw_variants
+from providers.base import ProviderRequest
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.model_identity import model_matches
 from providers.tokenizers import Tokenizer, tokenizer_for
 
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 8  # cases in flight at once, across all providers
+#: Why a replay run checks no variant when nothing can answer them live.
+NO_LIVE_VARIANTS = (
+    "replay mode: cassettes hold the catalog's cases only, and no live provider (the "
+    "simulator of --sim) answers the variants"
+)
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
     """Return a fresh certification run id: ``cert-<UTC time>-<random hex>``."""
     t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     return f"cert-{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallFacts:
-    """What one call said about itself: the provider's id, the model, what was left out."""
-
-    provider_id: str | None = None
-    model: str | None = None
-    omitted_parameters: tuple[str, ...] = ()
-
-
-def _not_reached(layer: Layer, because: Layer) -> Check:
-    return Check(layer, False, f"not reached: {because.value} failed", detail={"not_reached": True})
 
 
 class Runner:
@@ -98,6 +92,10 @@ class Runner:
         adapter_version: Callable[[str], str] = adapter_version_of,
         run_id: str | None = None,
         earlier_ids: Callable[[str, str], Mapping[str, str]] | None = None,
+        variants: int | None = None,
+        seed: str | None = None,
+        variant_client: httpx.AsyncClient | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
@@ -114,6 +112,17 @@ class Runner:
         self.run_id = run_id or new_run_id()
         #: ``(provider, contract) -> {provider id: run id}`` of earlier certificates.
         self._earlier_ids = earlier_ids
+        #: Variants per contract (None: each contract's ``per_run``; 0: none).
+        self.variants = variants
+        #: What the variants are drawn with: the run id unless a seed is given.
+        self.seed = seed or self.run_id
+        self._variant_client = variant_client
+        self._prices = dict(prices or {})
+
+    def draw(self, contract: Contract) -> tuple[Variant, ...]:
+        """Return the variants this run checks for ``contract`` (the same for every provider)."""
+        count = contract.variants_per_run if self.variants is None else self.variants
+        return draw_variants(contract, self.seed, count)
 
     def client_for(self, providers: Sequence[ProviderConfig]) -> httpx.AsyncClient:
         """Return the client this mode needs: plain, recording, or served from cassettes."""
@@ -141,11 +150,12 @@ class Runner:
             # in-process simulator on this loop would time calls out meanwhile.
             language.detector()
         client = self._client or self.client_for(providers)
+        drawn = {c.name: self.draw(c) for c in contracts}
         try:
             sem = asyncio.Semaphore(self.concurrency)
             units = await asyncio.gather(
                 *(
-                    self._run_unit(client, sem, contract, provider, case_filter)
+                    self._run_unit(client, sem, contract, provider, case_filter, drawn)
                     for provider in providers
                     for contract in contracts
                 )
@@ -159,15 +169,17 @@ class Runner:
                 p, f = by_key.get((primary, contract.name)), by_key.get((fallback, contract.name))
                 if p is not None and f is not None:
                     f.agreement[primary] = [
-                        check_agreement(
-                            contract,
-                            pc.outputs[0] if pc.outputs and pc.checks[Layer.MODEL].passed else None,
-                            fc.outputs[0] if fc.outputs and fc.checks[Layer.MODEL].passed else None,
-                        )
-                        for pc, fc in zip(p.cases, f.cases, strict=True)
+                        check_agreement(contract, _valid_output(pc), _valid_output(fc))
+                        for pc, fc in zip(p.checked, f.checked, strict=True)
                     ]
         return CertificationRun(
-            self.run_id, self.mode, self.repeats, list(units), started, time.perf_counter() - t0
+            self.run_id,
+            self.mode,
+            self.repeats,
+            list(units),
+            started,
+            time.perf_counter() - t0,
+            seed=self.seed,
         )
 
     async def _run_unit(
@@ -177,34 +189,50 @@ class Runner:
         contract: Contract,
         provider: ProviderConfig,
         case_filter: Callable[[Contract, Case], bool] | None,
+        drawn: Mapping[str, Sequence[Variant]],
     ) -> UnitResult:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cases = [c for c in contract.cases if case_filter is None or case_filter(contract, c)]
+        variants = list(drawn.get(contract.name, ()))
+        skipped = None
+        variant_client = client
+        if self.mode is Mode.REPLAY and variants:
+            if self._variant_client is None:
+                variants, skipped = [], NO_LIVE_VARIANTS
+            else:
+                variant_client = self._variant_client
         done = 0
+        total = len(cases) + len(variants)
 
-        async def one(case: Case) -> CaseResult:
+        async def one(case: Case, via: httpx.AsyncClient) -> CaseResult:
             nonlocal done
             async with sem:
-                result = await self.run_case(client, contract, case, provider)
+                result = await self.run_case(via, contract, case, provider)
             done += 1
             if self.progress:
-                self.progress(Progress(provider.name, contract.name, done, len(cases)))
+                self.progress(Progress(provider.name, contract.name, done, total))
             return result
 
-        results = await asyncio.gather(*(one(c) for c in cases))
+        results = await asyncio.gather(
+            *(one(c, client) for c in cases), *(one(v, variant_client) for v in variants)
+        )
         unit = UnitResult(
             contract=contract,
             provider=provider,
             mode=self.mode,
             repeats=self.repeats,
             adapter_version=self._adapter_version(provider.protocol),
-            cases=list(results),
+            cases=list(results[: len(cases)]),
             started_at=started,
             duration=time.perf_counter() - t0,
             run_id=self.run_id,
+            variants=list(results[len(cases) :]),
+            seed=self.seed,
+            variants_skipped=skipped,
+            price=self._prices.get(provider.name),
         )
         if self.progress:
-            self.progress(Progress(provider.name, contract.name, done, len(cases), unit))
+            self.progress(Progress(provider.name, contract.name, done, total, unit))
         return unit
 
     def _tokenizer(self, provider: ProviderConfig) -> Tokenizer:
@@ -237,10 +265,22 @@ class Runner:
             checks[Layer.RENDER] = check_render(
                 contract, case, provider, self._tokenizer(provider), wire, request
             )
+        variant = case if isinstance(case, Variant) else None
+        variant_of = variant.origin if variant else None
+        relations = variant.relations if variant else ()
         if request is None:
             for layer in CASE_LAYERS[1:]:
-                checks[layer] = _not_reached(layer, Layer.RENDER)
-            return CaseResult(contract.name, provider.name, case.id, checks, [], 0.0)
+                checks[layer] = not_reached(layer, Layer.RENDER)
+            return CaseResult(
+                contract.name,
+                provider.name,
+                case.id,
+                checks,
+                [],
+                0.0,
+                variant_of=variant_of,
+                relations=relations,
+            )
 
         per_repeat: list[dict[Layer, Check]] = []
         outputs: list[Any] = []
@@ -250,15 +290,13 @@ class Runner:
             keyed = dataclasses.replace(
                 request, idempotency_key=self.downstream_key(contract, case, r)
             )
-            layers, output, error, call = await self._one_call(
-                adapter, provider, contract, case, keyed
-            )
+            layers, output, error, call = await one_call(adapter, provider, contract, case, keyed)
             per_repeat.append(layers)
             outputs.append(output)
             facts.append(call)
             if error is not None:
                 break
-        if self.mode is Mode.RECORD and tape.interactions:
+        if self.mode is Mode.RECORD and tape.interactions and variant is None:
             write_cassette(
                 self.cassette_root,
                 tape,
@@ -275,8 +313,8 @@ class Runner:
                 },
             )
         for layer in (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS):
-            checks[layer] = _aggregate(layer, per_repeat)
-        repeat_passed = [all(layers[lyr].passed for lyr in _CALL_LAYERS) for layers in per_repeat]
+            checks[layer] = aggregate(layer, per_repeat)
+        repeat_passed = [all(layers[lyr].passed for lyr in CALL_LAYERS) for layers in per_repeat]
         provider_ids = [f.provider_id for f in facts]
         checks[Layer.STABILITY] = check_stability(contract, repeat_passed, outputs)
         if checks[Layer.STABILITY].passed and self.mode is not Mode.REPLAY:
@@ -298,91 +336,18 @@ class Runner:
             models=[f.model for f in facts],
             valid=[layers[Layer.MODEL].passed for layers in per_repeat],
             omitted_parameters=tuple(sorted({p for f in facts for p in f.omitted_parameters})),
+            usage=[f.usage for f in facts],
+            variant_of=variant_of,
+            relations=relations,
         )
 
     def downstream_key(self, contract: Contract, case: Case, repeat: int) -> str:
         """Return the ``Idempotency-Key`` of one repeat (0-based) of one case in this run."""
         return f"certify/{self.run_id}/{contract.name}/{case.id}/{repeat + 1}"
 
-    async def _one_call(
-        self,
-        adapter: Any,
-        provider: ProviderConfig,
-        contract: Contract,
-        case: Case,
-        request: ProviderRequest,
-    ) -> tuple[dict[Layer, Check], Any, str | None, CallFacts]:
-        layers: dict[Layer, Check] = {}
-        try:
-            result = await adapter.call(request)
-        except CassetteMismatch as exc:
-            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, False, f"cassette mismatch: {exc}")
-            _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, str(exc), CallFacts()
-        except BadOutput as exc:
-            layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
-            layers[Layer.SCHEMA] = Check(
-                Layer.SCHEMA,
-                False,
-                f"output is not the contract's JSON ({exc.reason}): {exc}",
-                exc.body_excerpt or "",
-            )
-            _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, None, None, CallFacts(exc.request_id)
-        except ProviderError as exc:
-            layers[Layer.TRANSPORT] = Check(
-                Layer.TRANSPORT,
-                False,
-                f"{exc.outcome} failure ({exc.reason}): {exc}",
-                exc.body_excerpt or "",
-            )
-            _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, None, None, CallFacts(exc.request_id)
-        facts = CallFacts(result.request_id, result.model, result.omitted_parameters)
-        output = result.output
-        identity = model_matches(
-            provider.protocol, provider.model, result.model, provider.model_aliases
-        )
-        if not identity.matches:
-            layers[Layer.TRANSPORT] = Check(
-                Layer.TRANSPORT, False, identity.reason, excerpt(output)
-            )
-            _fill_not_reached(layers, Layer.TRANSPORT)
-            return layers, output, None, facts
-        layers[Layer.TRANSPORT] = Check(Layer.TRANSPORT, True)
-        layers[Layer.SCHEMA] = check_schema(contract, output)
-        if not layers[Layer.SCHEMA].passed:
-            _fill_not_reached(layers, Layer.SCHEMA)
-            return layers, output, None, facts
-        layers[Layer.MODEL] = check_model(contract, output)
-        if not layers[Layer.MODEL].passed:
-            _fill_not_reached(layers, Layer.MODEL)
-            return layers, output, None, facts
-        layers[Layer.SEMANTICS] = check_semantics(contract, case, output)
-        return layers, output, None, facts
 
-
-_CALL_LAYERS = (Layer.TRANSPORT, Layer.SCHEMA, Layer.MODEL, Layer.SEMANTICS)
-
-
-def _fill_not_reached(layers: dict[Layer, Check], failed: Layer) -> None:
-    for layer in _CALL_LAYERS[_CALL_LAYERS.index(failed) + 1 :]:
-        layers[layer] = _not_reached(layer, failed)
-
-
-def _aggregate(layer: Layer, per_repeat: list[dict[Layer, Check]]) -> Check:
-    """Fail a layer when it failed in any repeat; pass it when it passed wherever reached."""
-    if not per_repeat:
-        return _not_reached(layer, Layer.RENDER)
-    checks = [rep[layer] for rep in per_repeat]
-    real = [(i, c) for i, c in enumerate(checks, start=1) if not c.detail.get("not_reached")]
-    if not real:
-        return checks[0]  # never reached in any repeat
-    failing = [(i, c) for i, c in real if not c.passed]
-    if not failing:
-        return real[0][1]
-    i, check = failing[0]
-    k = len(per_repeat)
-    if k > 1 and len(failing) < k:
-        return dataclasses.replace(check, reason=f"repeat {i}/{k}: {check.reason}")
-    return check
+def _valid_output(result: CaseResult) -> Any:
+    """Return the first repeat's output when it passed the model layer, else None."""
+    if result.outputs and result.checks[Layer.MODEL].passed:
+        return result.outputs[0]
+    return None

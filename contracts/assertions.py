@@ -24,6 +24,7 @@ Kinds::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -58,8 +59,13 @@ class AssertionSpecError(ValueError):
     """An assertion declaration is malformed."""
 
 
+@functools.lru_cache(maxsize=1024)
 def compile_path(expr: str) -> JSONPath:
-    """Parse a JSONPath expression, raising ``AssertionSpecError`` with the expression."""
+    """Parse a JSONPath expression, raising ``AssertionSpecError`` with the expression.
+
+    Cached: jsonpath-ng builds its parser tables on every parse (about 4 ms), and every
+    assertion of every answer reads its paths.
+    """
     try:
         return jsonpath_parse(expr)
     except (JsonPathParserError, Exception) as exc:  # jsonpath-ng raises bare Exceptions too

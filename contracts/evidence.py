@@ -11,6 +11,11 @@ a hash of each repeat's answer, the provider ids and the reported models::
 Agreement between a primary P and a fallback F is then a comparison of two stored
 certificates for the same contract fingerprint, whatever run made each of them: no run has
 to certify both together, and no failover is allowed on a pair nobody compared.
+
+The variants a run drew (``contracts.variants``) are kept the same way under
+``variant_evidence`` (each also naming its ``case`` and ``relations``), with the seed under
+``variants.seed``. Two certificates drawn with the same seed hold the same variants (a run
+that certified both, or a run given the other's seed): their variants are compared too.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class Agreement:
     #: ``{"case", "reason"}`` per disagreeing case.
     failures: tuple[dict[str, str], ...] = ()
     compared: int = 0  #: cases compared
+    variants_compared: int = 0  #: variants both certificates hold (drawn with one seed)
 
     @property
     def agrees(self) -> bool:
@@ -80,8 +86,9 @@ class Agreement:
 
     @property
     def rate(self) -> float:
-        """Return the fraction of compared cases that agreed."""
-        return 0.0 if not self.compared else 1 - len(self.failures) / self.compared
+        """Return the fraction of compared cases and variants that agreed."""
+        total = self.compared + self.variants_compared
+        return 0.0 if not total else 1 - len(self.failures) / total
 
 
 def compare_evidence(
@@ -101,16 +108,48 @@ def compare_evidence(
         return Agreement(False, missing=missing)
     failures: list[dict[str, str]] = []
     for case in contract.cases:
-        a, b = _agree(p_cases[case.id]) or {}, _agree(f_cases[case.id]) or {}
-        diff = [f for f in contract.must_agree if a.get(f) != b.get(f)]
-        if diff:
-            shown = ", ".join(f"{f}: {a.get(f)!r} vs {b.get(f)!r}" for f in diff)
-            failures.append({"case": case.id, "reason": f"disagree on {shown}"})
-    return Agreement(True, failures=tuple(failures), compared=len(contract.cases))
+        reason = _disagreement(contract, p_cases[case.id], f_cases[case.id])
+        if reason:
+            failures.append({"case": case.id, "reason": reason})
+    shared = shared_variants(primary, fallback)
+    for vid in shared:
+        reason = _disagreement(contract, shared[vid][0], shared[vid][1])
+        if reason:
+            origin = (shared[vid][0] or {}).get("case", "?")
+            failures.append({"case": vid, "reason": f"variant of {origin}: {reason}"})
+    return Agreement(
+        True,
+        failures=tuple(failures),
+        compared=len(contract.cases),
+        variants_compared=len(shared),
+    )
 
 
-def _cases(certificate: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    evidence = (certificate or {}).get("evidence")
+def shared_variants(
+    primary: Mapping[str, Any] | None, fallback: Mapping[str, Any] | None
+) -> dict[str, tuple[Any, Any]]:
+    """Return the variants both certificates hold evidence for, when drawn with one seed."""
+    seeds = [((c or {}).get("variants") or {}).get("seed") for c in (primary, fallback)]
+    if not seeds[0] or seeds[0] != seeds[1]:
+        return {}
+    p, f = _cases(primary, "variant_evidence"), _cases(fallback, "variant_evidence")
+    return {
+        vid: (p[vid], f[vid])
+        for vid in sorted(set(p) & set(f))
+        if _agree(p[vid]) is not None and _agree(f[vid]) is not None
+    }
+
+
+def _disagreement(contract: Contract, primary: Any, fallback: Any) -> str | None:
+    a, b = _agree(primary) or {}, _agree(fallback) or {}
+    diff = [f for f in contract.must_agree if a.get(f) != b.get(f)]
+    if not diff:
+        return None
+    return "disagree on " + ", ".join(f"{f}: {a.get(f)!r} vs {b.get(f)!r}" for f in diff)
+
+
+def _cases(certificate: Mapping[str, Any] | None, key: str = "evidence") -> Mapping[str, Any]:
+    evidence = (certificate or {}).get(key)
     return evidence if isinstance(evidence, Mapping) else {}
 
 

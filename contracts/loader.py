@@ -3,7 +3,8 @@
 A contract folder holds::
 
     contract.toml        name, version, description, hedgeable, temperature,
-                         max_output_tokens, schema_name, must_agree
+                         max_output_tokens, schema_name, must_agree; optional tables
+                         [variants] per_run and [budget] (``contracts.budget``)
     system.j2, user.j2   the prompt (Jinja2, strict undefined; rendered with the input's keys)
     input.schema.json    JSON Schema of the input
     output.schema.json   JSON Schema of the output (an object, additionalProperties false)
@@ -14,6 +15,10 @@ A contract folder holds::
     simulate.py          ``def answer(input) -> dict`` and ``def sloppy(input) -> dict``;
                          optional ``def wrong_language(input) -> dict`` (free text in the
                          wrong language, for the simulator's ``wrong-language`` profile)
+                         and ``def misread(input) -> dict`` (a must-agree field wrong, for
+                         the ``catalog-only`` profile off the catalog's own inputs)
+    variations.py        optional: ``RELATIONS``, how the cases may vary
+                         (``contracts.relations``)
 
 The fingerprint is sha256 over every file, normalized (JSON and TOML as RFC 8785 canonical
 JSON, text with LF line endings), so changing any of them invalidates its certificates.
@@ -38,7 +43,9 @@ import pydantic
 import rfc8785
 
 from contracts.assertions import Assertion, AssertionSpecError
+from contracts.budget import Budget, BudgetSpecError
 from contracts.model import Case, Contract, ContractError
+from contracts.relations import Relation
 
 CATALOG_ROOT = Path(__file__).parent / "catalog"
 REQUIRED_FILES = (
@@ -63,7 +70,11 @@ _META_KEYS = {
     "max_output_tokens",
     "schema_name",
     "must_agree",
+    "variants",
+    "budget",
 }
+DEFAULT_VARIANTS_PER_RUN = 8  # when variations.py exists and [variants] says nothing
+MAX_VARIANTS_PER_RUN = 500
 
 
 class Catalog(Mapping[str, Contract]):
@@ -147,6 +158,12 @@ def load_contract(folder: Path) -> Contract:
     for fn in ("answer", "sloppy"):
         if not callable(getattr(sim, fn, None)):
             raise ContractError(str(folder / "simulate.py"), f"missing function {fn}(input)")
+    relations = _load_relations(folder / "variations.py")
+    per_run = _variants_per_run(folder / "contract.toml", meta, relations)
+    try:
+        budget = Budget.from_table(meta.get("budget", {}))
+    except BudgetSpecError as exc:
+        raise ContractError(str(folder / "contract.toml"), f"[budget]: {exc}") from exc
     contract = Contract(
         name=name,
         description=meta["description"],
@@ -161,6 +178,9 @@ def load_contract(folder: Path) -> Contract:
         cases=(),
         assertions=assertions,
         root=str(folder),
+        relations=relations,
+        variants_per_run=per_run,
+        budget=budget,
         _system_template=templates["system.j2"],
         _user_template=templates["user.j2"],
         _output_model=output_model,
@@ -168,6 +188,7 @@ def load_contract(folder: Path) -> Contract:
         _answer=sim.answer,
         _sloppy=sim.sloppy,
         _wrong_language=_optional_function(folder / "simulate.py", sim, "wrong_language"),
+        _misread=_optional_function(folder / "simulate.py", sim, "misread"),
     )
     cases = _load_cases(folder / "cases.jsonl", contract)
     object.__setattr__(contract, "cases", cases)
@@ -220,6 +241,9 @@ def _load_meta(path: Path) -> dict[str, Any]:
         ("schema_name", str),
         ("must_agree", list),
     ]
+    for table in ("variants", "budget"):
+        if table in meta and not isinstance(meta[table], dict):
+            raise ContractError(str(path), f"{table!r} must be a table ([{table}])")
     for key, kind in checks:
         if key not in meta:
             raise ContractError(str(path), f"missing key {key!r}")
@@ -320,6 +344,34 @@ def _load_cases(path: Path, contract: Contract) -> tuple[Case, ...]:
     if not cases:
         raise ContractError(str(path), "a contract needs at least one case")
     return tuple(cases)
+
+
+def _load_relations(path: Path) -> tuple[Relation, ...]:
+    if not path.is_file():
+        return ()
+    declared = getattr(_import(path), "RELATIONS", None)
+    if not isinstance(declared, tuple | list) or not all(isinstance(r, Relation) for r in declared):
+        raise ContractError(str(path), "RELATIONS must be a tuple of contracts.relations.Relation")
+    names = [r.name for r in declared]
+    if len(names) != len(set(names)):
+        raise ContractError(str(path), "relation names must be unique")
+    return tuple(declared)
+
+
+def _variants_per_run(path: Path, meta: dict[str, Any], relations: tuple[Relation, ...]) -> int:
+    table = meta.get("variants", {})
+    if set(table) - {"per_run"}:
+        raise ContractError(str(path), f"[variants] knows only per_run, not {sorted(table)}")
+    per_run = table.get("per_run", DEFAULT_VARIANTS_PER_RUN if relations else 0)
+    if isinstance(per_run, bool) or not isinstance(per_run, int):
+        raise ContractError(str(path), "[variants] per_run must be an integer")
+    if not 0 <= per_run <= MAX_VARIANTS_PER_RUN:
+        raise ContractError(
+            str(path), f"[variants] per_run must be within 0..{MAX_VARIANTS_PER_RUN}"
+        )
+    if per_run and not relations:
+        raise ContractError(str(path), "[variants] per_run > 0 needs variations.py with RELATIONS")
+    return per_run
 
 
 def _optional_function(path: Path, module: ModuleType, name: str) -> Any:

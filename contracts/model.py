@@ -20,6 +20,8 @@ import jsonschema
 import pydantic
 
 from contracts.assertions import Assertion
+from contracts.budget import Budget
+from contracts.relations import Relation
 from contracts.validation import CompiledSchema
 from providers.base import ProviderRequest
 
@@ -98,6 +100,10 @@ class Contract:
     cases: tuple[Case, ...]
     assertions: tuple[Assertion, ...] = ()
     root: str = ""  #: the folder it was loaded from
+    #: How the cases may vary (``variations.py``), see ``contracts.relations``.
+    relations: tuple[Relation, ...] = ()
+    variants_per_run: int = 0  #: variants a certification run draws (``[variants] per_run``)
+    budget: Budget = dataclasses.field(default_factory=Budget)  #: ``[budget]``
     _system_template: jinja2.Template | None = dataclasses.field(default=None, repr=False)
     _user_template: jinja2.Template | None = dataclasses.field(default=None, repr=False)
     _output_model: type[pydantic.BaseModel] | None = dataclasses.field(default=None, repr=False)
@@ -105,6 +111,7 @@ class Contract:
     _answer: Simulation | None = dataclasses.field(default=None, repr=False)
     _sloppy: Simulation | None = dataclasses.field(default=None, repr=False)
     _wrong_language: Simulation | None = dataclasses.field(default=None, repr=False)
+    _misread: Simulation | None = dataclasses.field(default=None, repr=False)
 
     @property
     def checks_language(self) -> bool:
@@ -230,6 +237,20 @@ class Contract:
         if self._wrong_language is None:
             return self.simulate(input)
         return self._wrong_language(input)
+
+    def is_catalog_input(self, input: Any) -> bool:
+        """Say whether ``input`` is one of the catalog's own cases (public in the repository)."""
+        return any(input == case.input for case in self.cases)
+
+    def simulate_memorised(self, input: Any) -> dict[str, Any]:
+        """Answer like a provider that learnt the catalog: right on its cases, else wrong.
+
+        Off the catalog it misreads a must-agree field (optional ``misread`` in simulate.py;
+        without one, the sloppy answer).
+        """
+        if self.is_catalog_input(input):
+            return self.simulate(input)
+        return (self._misread or self.simulate_sloppy)(input)
 
 
 def _props_of(schema: Mapping[str, Any]) -> set[str]:

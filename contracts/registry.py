@@ -18,7 +18,12 @@ File format::
           "run_id": "cert-...", "reported_models": ["sim-gpt"],
           "omitted_parameters": ["temperature"], "stability_basis": "pass^k alone",
           "evidence": {"<case>": {"agree": {...} | null, "answers": [...],
-                                  "provider_ids": [...], "models": [...]}}
+                                  "provider_ids": [...], "models": [...]}},
+          "variants": {"seed": "cert-...", "drawn": 8, "passed": 8, "calls": 24, ...},
+          "variant_evidence": {"<case>~v3": {"case": "<case>", "relations": [...],
+                                             "agree": ..., "answers": ..., ...}},
+          "usage": {"calls": 75, "latency_ms": {"p50": ..., "p95": ...}, ...},
+          "budget": {"declared": {...}, "passed": true, "reason": ""}
         }
       ]
     }
@@ -31,7 +36,9 @@ and pass^k``) and an allowed failover to that provider says so.
 ``run_id``, ``reported_models``, ``evidence`` and those two extend the format compatibly: a
 certificate without evidence is read, but allows no failover (``no agreement evidence
 with P``), since agreement is computed from the two certificates' evidence
-(``contracts.evidence``).
+(``contracts.evidence``). ``variants``, ``variant_evidence``, ``usage`` and ``budget``
+(issue 38) extend it the same way: the variants of two certificates drawn with one seed are
+compared too, and a certificate that failed them (or its budget) failed.
 """
 
 from __future__ import annotations
@@ -293,11 +300,16 @@ class CertificationRegistry:
                 f"fields in {len(agreement.failures)} of {agreement.compared} case(s) "
                 f"(case {first['case']}: {first['reason']})",
             )
+        shared = (
+            f" and {agreement.variants_compared} shared variants"
+            if agreement.variants_compared
+            else ""
+        )
         return Verdict(
             True,
             "certified",
             f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name} "
-            f"and agree on its {agreement.compared} cases (runs {run_of(p_entry)} and "
+            f"and agree on its {agreement.compared} cases{shared} (runs {run_of(p_entry)} and "
             f"{run_of(f_entry)}){_stability_caveat(p_entry, f_entry)}",
         )
 
@@ -307,13 +319,14 @@ class CertificationRegistry:
         for e in self.entries():
             if e.get("provider") != provider or e.get("contract") != contract:
                 continue
-            evidence = e.get("evidence")
-            if not isinstance(evidence, dict):
-                continue
-            for case in evidence.values():
-                for pid in (case or {}).get("provider_ids") or ():
-                    if isinstance(pid, str):
-                        out[pid] = str(e.get("run_id") or "unknown")
+            for key in ("evidence", "variant_evidence"):
+                evidence = e.get(key)
+                if not isinstance(evidence, dict):
+                    continue
+                for case in evidence.values():
+                    for pid in (case or {}).get("provider_ids") or ():
+                        if isinstance(pid, str):
+                            out[pid] = str(e.get("run_id") or "unknown")
         return out
 
     def matrix(
@@ -419,11 +432,15 @@ def _check_types(path: Path, entry: Mapping[str, Any]) -> None:
     for field in ("verdict", "contract", "provider", "mode"):
         if not isinstance(entry.get(field), str):
             raise RegistryError(f"{path}: {field} must be a string")
-    evidence = entry.get("evidence")
-    if evidence is not None and not (
-        isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
-    ):
-        raise RegistryError(f"{path}: evidence must map case ids to objects")
+    for field in ("evidence", "variant_evidence"):
+        evidence = entry.get(field)
+        if evidence is not None and not (
+            isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
+        ):
+            raise RegistryError(f"{path}: {field} must map case ids to objects")
+    for field in ("variants", "usage", "budget"):
+        if entry.get(field) is not None and not isinstance(entry.get(field), dict):
+            raise RegistryError(f"{path}: {field} must be an object")
     for field in ("run_id", "stability_basis"):
         if entry.get(field) is not None and not isinstance(entry.get(field), str):
             raise RegistryError(f"{path}: {field} must be a string")

@@ -4,6 +4,7 @@
 ending in an amount that equals quantity x unit price of two numbers before it; totals
 come from labelled lines; dates and currency from labels, formats and symbols.
 ``sloppy`` drops the last line item but keeps the printed totals, so they stop adding up.
+``misread`` (off the catalog, for the ``catalog-only`` profile) gets the currency wrong.
 """
 
 from __future__ import annotations
@@ -187,4 +188,11 @@ def sloppy(input: dict[str, Any]) -> dict[str, Any]:
     out["line_items"] = out["line_items"][:-1] or [
         {"description": "items", "quantity": 1, "unit_price": 0.0, "amount": 0.0}
     ]
+    return out
+
+
+def misread(input: dict[str, Any]) -> dict[str, Any]:
+    """Answer off the catalog as a model tuned on it would: the currency (must agree) wrong."""
+    out = answer(input)
+    out["currency"] = {"EUR": "USD", "USD": "EUR"}.get(out["currency"], "EUR")
     return out

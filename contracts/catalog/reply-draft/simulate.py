@@ -4,6 +4,7 @@
 language, shortened when the length limit asks for it. ``sloppy`` writes the same reply
 but never names the order id. ``wrong_language`` writes it in English whatever language the
 input asks for, and still claims the asked language in ``language``.
+``misread`` (off the catalog, for the ``catalog-only`` profile) gets the next step wrong.
 """
 
 from __future__ import annotations
@@ -154,4 +155,11 @@ def wrong_language(input: dict[str, Any]) -> dict[str, Any]:
     """Draft the reply in English, but claim the language the input asked for."""
     out = answer({**input, "language": "en"})
     out["language"] = input["language"]
+    return out
+
+
+def misread(input: dict[str, Any]) -> dict[str, Any]:
+    """Answer off the catalog as a model tuned on it would: the next step (must agree) wrong."""
+    out = answer(input)
+    out["next_step"] = "none" if out["next_step"] == "investigating" else "investigating"
     return out

@@ -4,6 +4,7 @@
 instructions, and an English summary whatever the ticket's language); ``sloppy`` is
 schema-valid but files every ticket under the wrong category; ``wrong_language`` has the
 right values but summarizes a non-English ticket in the ticket's own language.
+``misread`` (off the catalog, for the ``catalog-only`` profile) gets the category wrong.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ GIST = {
 }
 
 
+#: Words every injection the pattern removes contains: without them, nothing to remove
+#: (the pattern takes a quarter of a second on a 40 kB log).
+INJECTION_WORDS = ("previous instructions", "you are now", "system:", "admin mode")
+
+
 def _clean(text: str) -> str:
+    low = text.casefold()
+    if not any(word in low for word in INJECTION_WORDS):
+        return text
     return INJECTION.sub(" ", text)
 
 
@@ -138,4 +147,14 @@ def sloppy(input: dict[str, Any]) -> dict[str, Any]:
     """Answer with the right shape but the wrong category (the next one in the list)."""
     out = answer(input)
     out["category"] = CATEGORIES[(CATEGORIES.index(out["category"]) + 1) % len(CATEGORIES)]
+    return out
+
+
+def misread(input: dict[str, Any]) -> dict[str, Any]:
+    """Answer off the catalog as a model tuned on it would: the category (must agree) wrong."""
+    out = sloppy(input)
+    out["needs_human"] = out["priority"] in ("high", "urgent") or out["category"] in (
+        "refund",
+        "security",
+    )
     return out
