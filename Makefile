@@ -21,12 +21,19 @@ serve: $(STAMP)
 test: $(STAMP)
 	bash .ci/system-packages
 	$(VENV)/bin/pytest -n auto
+	@if command -v node >/dev/null 2>&1; then \
+	  cd clients/js && ONEJOB_PYTHON=$(CURDIR)/$(VENV)/bin/python node --test test/; \
+	else echo "node is missing: the JS client's tests (clients/js) did not run"; fi
 
 ## Lint and type-check the packages
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gateway providers contracts certify scenarios reports cli bench tests
 	$(VENV)/bin/ruff format --check gateway providers contracts certify scenarios reports cli bench tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/ruff check clients/python examples
+	$(VENV)/bin/ruff format --check clients/python examples
+	cd clients/python && ../../$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict examples/button/serve.py
 
 ## Delete the local SQLite database
 clean-db:

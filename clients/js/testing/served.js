@@ -45,6 +45,10 @@ export async function startStack() {
         resolve(out.slice(0, end));
       }
     });
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot run ${python()}: ${error.message} (set ONEJOB_PYTHON)`));
+    });
     child.on("exit", (code) => {
       clearTimeout(timer);
       reject(new Error(`served_gateway.py exited with ${code}; see ${dir}/gateway.log`));
