@@ -3,8 +3,8 @@
 The clients' tests talk to processes, not to an app in the test's own loop: the gateway is
 ``onejob serve --config FILE`` with the simulator in its ``[simulator]`` table, an owner's
 key made with ``onejob keys create``, and both simulated providers
-certified for ``ticket-triage@1`` with ``onejob certify`` (so the fallback button is
-allowed to call ``sim-anthropic``).
+certified for ``ticket-triage@1`` (so the fallback button is allowed to call
+``sim-anthropic``).
 
 Used two ways:
 - from pytest: ``with served_stack(tmp_path) as stack: ...``;
@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+# The dispatcher tests' harness writes certificates; it is reused, not copied.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
 
 READY_TIMEOUT = 60.0  # seconds the gateway may take to migrate and answer /readyz
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
@@ -144,6 +147,20 @@ class Stack:
         return job
 
 
+def certify_providers(config: Path, certs: Path) -> None:
+    """Write passing certificates for both simulated providers on ``CONTRACT``.
+
+    The dispatcher tests' helper writes them (as the console's tests do): a certification
+    run proves nothing the clients' tests need, and the gateway reads the file at start.
+    """
+    from dispatch_harness import certify
+
+    from gateway.settings import load_settings
+
+    settings = load_settings(str(config), env={})
+    certify(certs, list(settings.providers.values()), [CONTRACT])
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONEJOB_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -213,6 +230,7 @@ def served_stack(work_dir: Path) -> Iterator[Stack]:
     certs = work_dir / "certifications.json"
     config = work_dir / "onejob.toml"
     config.write_text(config_text(gw_port, sim_port, certs), encoding="utf-8")
+    certify_providers(config, certs)
     database = f"sqlite+aiosqlite:///{work_dir / 'onejob.db'}"
     log = work_dir / "gateway.log"
     onejob = onejob_command()
@@ -229,27 +247,8 @@ def served_stack(work_dir: Path) -> Iterator[Stack]:
     try:
         gateway, simulator = f"http://127.0.0.1:{gw_port}", f"http://127.0.0.1:{sim_port}"
         _wait_ready(proc, [f"{gateway}/readyz", f"{simulator}/_sim/health"], log)
-        certify = [
-            *onejob,
-            "certify",
-            "--config",
-            str(config),
-            "--contract",
-            CONTRACT,
-            "--repeats",
-            "1",
-            "--provider",
-            "sim-openai",
-            "--provider",
-            "sim-anthropic",
-            "--registry",
-            str(certs),
-            "--report-dir",
-            str(work_dir / "certify"),
-        ]
-        created, _ = _run([*onejob, "keys", "create", "alice", *common], certify, log=log)
+        (created,) = _run([*onejob, "keys", "create", "alice", *common], log=log)
         stack = Stack(gateway, simulator, created.split()[-1], work_dir)
-        stack.sim_reset()  # the certification run's calls are not the tests' business
         yield stack
     finally:
         _stop(proc)
