@@ -235,8 +235,8 @@ class JobStore(Protocol):
         """Count attempts in ``state`` (metrics)."""
         ...
 
-    async def events(self, job_id: str) -> list[EventRecord]:
-        """Return a job's audit trail, oldest first."""
+    async def events(self, job_id: str, after: int | None = None) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first (``after``: only events past that id)."""
         ...
 
     async def record_event(

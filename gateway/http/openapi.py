@@ -23,6 +23,7 @@ from litestar.openapi.spec import (
     Example,
     OpenAPI,
     OpenAPIHeader,
+    OpenAPIMediaType,
     OpenAPIResponse,
     OpenAPIType,
     Operation,
@@ -254,6 +255,51 @@ def _declare_headers(openapi: OpenAPI) -> None:
 SAFE_INTEGER = 2**53 - 1
 
 
+#: The route that also answers as an event stream (``gateway.http.event_stream``).
+EVENT_STREAM_PATH = "/v1/jobs/{job_id}/events"
+EVENT_STREAM_DOC = (
+    "With `Accept: text/event-stream`: Server-Sent Events. Each audit event as "
+    "`event: <kind>` with its `id` and the event as JSON `data`; the job as "
+    "`GET /v1/jobs/{id}` shows it as `event: job` whenever it changed; a comment as a "
+    "keep-alive after 15 s of silence. The stream ends when the job is succeeded, failed "
+    "or cancelled, or after 300 s; reconnect with `Last-Event-ID` to resume after the "
+    "last event seen."
+)
+
+
+def _declare_event_stream(openapi: OpenAPI) -> None:
+    """Say that the events route also answers ``text/event-stream``, and with which headers."""
+    item = (openapi.paths or {}).get(EVENT_STREAM_PATH)
+    operation = getattr(item, "get", None)
+    if operation is None:
+        return
+    ok = (operation.responses or {}).get("200")
+    if isinstance(ok, OpenAPIResponse):
+        ok.content = {
+            **(ok.content or {}),
+            "text/event-stream": OpenAPIMediaType(
+                schema=Schema(type=OpenAPIType.STRING, description=EVENT_STREAM_DOC)
+            ),
+        }
+    operation.parameters = [
+        *(operation.parameters or []),
+        Parameter(
+            name="Accept",
+            param_in="header",
+            required=False,
+            description="`text/event-stream` to follow the job as it changes.",
+            schema=Schema(type=OpenAPIType.STRING),
+        ),
+        Parameter(
+            name="Last-Event-ID",
+            param_in="header",
+            required=False,
+            description="The id of the last event received: the stream resumes after it.",
+            schema=Schema(type=OpenAPIType.STRING, pattern="^[0-9]+$"),
+        ),
+    ]
+
+
 def _under_json_rules(schema: Any) -> Any:
     """Bound every unbounded ``integer`` of a contract's schema as the JSON rules do.
 
@@ -338,3 +384,4 @@ def describe_deployment(
     if isinstance(attempt, Schema) and attempt.properties:
         attempt.properties["provider"] = _raw_schema({"type": "string", "enum": names})
     _declare_headers(openapi)
+    _declare_event_stream(openapi)

@@ -11,10 +11,12 @@ from litestar.di import NamedDependency, Provide
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, QueryParameter
+from litestar.response import ServerSentEvent
 
 from gateway.domain.records import CreateOutcome, Principal
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.auth import authenticate, authenticate_admin, request_key
+from gateway.http.event_stream import last_event_id, stream_response, wants_stream
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
     PREFER_DESCRIPTION,
@@ -176,10 +178,16 @@ async def get_job(
 @get("/jobs/{job_id:str}/events", responses={200: EVENTS, **problems(400, 404)})
 async def job_events(
     request: Request[Any, Any, Any], principal: Caller, job_id: FromPath[str]
-) -> Response[Any]:
-    """Return the job's audit trail, oldest first (every transition, replay, refusal, race)."""
+) -> Response[Any] | ServerSentEvent:
+    """Return the job's audit trail, oldest first (every transition, replay, refusal, race);
+    with ``Accept: text/event-stream``, follow it as it grows, until the job is done."""
     note_job(request, job_id)
-    events = await service_of(request).job_events(principal, job_id)
+    service = service_of(request)
+    if wants_stream(request.headers.get("accept")):
+        after = last_event_id(request.headers.get("last-event-id"))
+        job = await service.get_job(principal, job_id)
+        return stream_response(service.follow(job, after))
+    events = await service.job_events(principal, job_id)
     return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 

@@ -22,16 +22,13 @@ class Audit:
 
     db: Database
 
-    async def events(self, job_id: str) -> list[EventRecord]:
-        """Return a job's audit trail, oldest first."""
+    async def events(self, job_id: str, after: int | None = None) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first (``after``: only events past that id)."""
+        query = sa.select(job_events).where(job_events.c.job_id == job_id)
+        if after is not None:
+            query = query.where(job_events.c.id > after)
         async with self.db.read() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(job_events)
-                    .where(job_events.c.job_id == job_id)
-                    .order_by(job_events.c.id)
-                )
-            ).all()
+            rows = (await conn.execute(query.order_by(job_events.c.id))).all()
         return [
             EventRecord(
                 id=r.id,

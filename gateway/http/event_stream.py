@@ -1,0 +1,70 @@
+"""The job event stream as Server-Sent Events (``text/event-stream``, the WHATWG format).
+
+Each audit event goes as ``event: <kind>`` with its ``id`` (a client resumes after it with
+``Last-Event-ID``) and the event's JSON as ``data``; the job, as ``GET /v1/jobs/{id}``
+shows it, goes as ``event: job`` whenever it changed; silence is broken by a comment (a
+keep-alive for proxies and for the client's own silence timer). The service decides what
+to send and when the stream ends (``gateway.service.following``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from gateway.domain.records import JobRecord
+from gateway.errors import BadRequest
+from gateway.http.views import event_view, job_view
+from gateway.service.following import Change
+
+EVENT_STREAM = "text/event-stream"
+RETRY_MS = 1000  # what a browser's EventSource waits before it reconnects
+
+
+def wants_stream(accept: str | None) -> bool:
+    """Say whether the client asked for the event stream (``Accept: text/event-stream``)."""
+    return accept is not None and EVENT_STREAM in accept.lower()
+
+
+def last_event_id(value: str | None) -> int | None:
+    """Read ``Last-Event-ID``: an event id the stream sent (a 400 otherwise)."""
+    if value is None or not value.strip():
+        return None
+    try:
+        seen = int(value.strip())
+    except ValueError:
+        raise BadRequest("Last-Event-ID must be an event id this stream sent.") from None
+    if seen < 0:
+        raise BadRequest("Last-Event-ID must be an event id this stream sent.")
+    return seen
+
+
+def stream_response(changes: AsyncIterator[Change]) -> ServerSentEvent:
+    """Answer with the changes as they come."""
+    return ServerSentEvent(
+        _messages(changes),
+        retry_duration=RETRY_MS,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _messages(changes: AsyncIterator[Change]) -> AsyncIterator[ServerSentEventMessage]:
+    async for change in changes:
+        if change.event is not None:
+            data = _json(event_view(change.event))
+            yield ServerSentEventMessage(data=data, event=change.event.kind, id=change.event.id)
+        elif change.job is not None:
+            yield ServerSentEventMessage(data=_job(change.job), event="job")
+        else:
+            yield ServerSentEventMessage(comment="keep-alive")
+
+
+def _job(job: JobRecord) -> str:
+    return _json(job_view(job))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
