@@ -40,9 +40,10 @@ _spec.loader.exec_module(button_serve)
 RETRY_AFTER = 1  # seconds, in the injected 503s (what the gateway itself sends)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Seen:
-    """One request that reached the forwarder, and what it did with it."""
+    """One request that reached the forwarder, and what it did with it (recorded when it
+    arrives; ``status`` is set once the answer was sent)."""
 
     method: str
     path: str
@@ -100,19 +101,29 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
         body = self.read_body() if body is None else body
         faults = self.server.faults
         action = faults.take(self.command, self.path)
-        status: int | None = None
+        seen = Seen(
+            self.command,
+            self.path,
+            self.headers.get("Idempotency-Key"),
+            self.headers.get("Last-Event-ID"),
+            body,
+            action,
+            None,
+            time.monotonic(),
+        )
+        faults.record(seen)
         if action == "reset_before":
             self.reset()
         elif action == "unavailable":
-            status = self.send_unavailable()
+            seen.status = self.send_unavailable()
         elif action == "reset_after":
             with contextlib.closing(self.upstream(body)) as response:
                 response.read()
             self.reset()
         elif action == "cut_stream":
             with contextlib.closing(self.upstream(body)) as response:
-                status = response.status_code
-                self.send_response(status)
+                seen.status = response.status_code
+                self.send_response(response.status_code)
                 for name, value in response.headers.multi_items():
                     if name.lower() not in button_serve.HOP_BY_HOP:
                         self.send_header(name, value)
@@ -126,16 +137,12 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
             with contextlib.closing(self.upstream(body)) as response:
                 response.read()
                 time.sleep(faults.hold_seconds)
-                status = response.status_code
+                seen.status = response.status_code
                 with contextlib.suppress(OSError):  # the page may be gone by now
                     self.relay(response)
         else:
-            status = super().forward(body)
-        key, last = self.headers.get("Idempotency-Key"), self.headers.get("Last-Event-ID")
-        faults.record(
-            Seen(self.command, self.path, key, last, body, action, status, time.monotonic())
-        )
-        return status or 0
+            seen.status = super().forward(body)
+        return seen.status or 0
 
     def reset(self) -> None:
         """Close the connection with a TCP RST, as a dropped network would."""

@@ -45,6 +45,17 @@ def one_job_one_call(stack: Stack, before: set[str], job_id: str) -> None:
     assert [c["idempotency_key"] for c in calls] == [f"{job_id}/1"], calls
 
 
+async def answered(server: FaultyServer, method: str, path: str, count: int) -> list[Any]:
+    """Return the forwarder's record of ``method path`` once ``count`` were answered."""
+    deadline = time.monotonic() + 10
+    while True:
+        seen = server.faults.requests(method, path)
+        if len(seen) >= count and all(s.status is not None for s in seen):
+            return seen
+        assert time.monotonic() < deadline, seen
+        await asyncio.sleep(0.05)
+
+
 async def fits_width(page: Any) -> bool:
     return bool(
         await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
@@ -63,7 +74,7 @@ async def test_a_double_click_makes_one_job_and_one_provider_call(
 
     # Both clicks sent the job, with the key made when the page was shown.
     assert watched.posts() == [f'"{key}"', f'"{key}"']
-    answers = sorted(s.status for s in page_server.faults.requests("POST", "/v1/jobs"))
+    answers = sorted(s.status for s in await answered(page_server, "POST", "/v1/jobs", 2))
     assert answers == [200, 201]
     job_id = str(await page.locator("#job-id").text_content())
     one_job_one_call(fresh, before, job_id)
@@ -154,7 +165,7 @@ async def test_the_fallback_pressed_while_the_first_attempt_is_unknown_says_stil
     await shoot(page, "fallback-while-unknown")
 
     job_id = str(await page.locator("#job-id").text_content())
-    refused = page_server.faults.requests("POST", f"/v1/jobs/{job_id}/attempts")
+    refused = await answered(page_server, "POST", f"/v1/jobs/{job_id}/attempts", 1)
     assert [s.status for s in refused] == [409]
     one_job_one_call(fresh, before, job_id)
     assert [c["provider"] for c in fresh.sim_calls()] == ["sim-openai"]

@@ -21,6 +21,7 @@ from typing import Any
 import onejob_client.async_client
 import onejob_client.client
 import pytest
+from faulty_forwarder import serving
 from onejob_client import AsyncClient, Client, JobStatus, ServerSentEvent
 
 JOB_ID = "job_1"
@@ -226,3 +227,37 @@ async def test_a_silent_stream_is_taken_for_dead_and_reopened(
     assert done.status is JobStatus.SUCCEEDED
     assert server.last_event_ids == [None, None]  # nothing had an id yet
     assert 0.3 <= took < 3.0
+
+
+def events_one_by_one(handler: StubHandler) -> None:
+    handler.start_stream()
+    handler.send(event(1, "job_created"))
+    time.sleep(0.2)
+    handler.send(event(2, "attempt_running"))
+    handler.server.release.wait(10)
+
+
+def resumed_after_one(handler: StubHandler) -> None:
+    assert handler.headers.get("Last-Event-ID") == "1"
+    handler.server.status = "succeeded"
+    handler.start_stream()
+    handler.send(event(2, "attempt_running"), event(3, "attempt_succeeded"))
+    handler.server.release.wait(10)
+
+
+def test_a_stream_cut_by_the_network_is_resumed_through_the_forwarder(
+    stub: Callable[..., StubServer],
+) -> None:
+    server = stub(events_one_by_one, resumed_after_one)
+    seen: list[ServerSentEvent] = []
+    with serving(server.url, None) as proxy:
+        proxy.faults.script("GET", f"/v1/jobs/{JOB_ID}/events", "cut_stream")
+        with Client(proxy.url, "oj_key") as onejob:
+            done = onejob.wait(JOB_ID, timeout=10, on_event=seen.append)
+        streams = proxy.faults.requests("GET", f"/v1/jobs/{JOB_ID}/events")
+    assert done.status is JobStatus.SUCCEEDED
+    assert [e.id for e in seen] == ["1", "2", "3"]  # each event once
+    assert [(s.done, s.last_event_id) for s in streams] == [
+        ("cut_stream", None),
+        ("forwarded", "1"),
+    ]
