@@ -23,17 +23,20 @@ export const STREAM_SILENCE_MS = 30_000;
 export const SETTLED = Object.freeze(["succeeded", "failed", "cancelled", "unknown"]);
 /** Attempt states that block a new attempt. */
 export const IN_PROGRESS = Object.freeze(["starting", "running", "unknown"]);
-/** Audit event kinds after which the job may have settled: the waiter reads the job. */
-const SETTLING_KINDS = new Set([
-  "attempt_unknown",
-  "attempt_succeeded",
-  "attempt_failed",
-  "attempt_resolved",
-  "job_failed",
-  "job_cancelled",
-  "race_lost",
-  "status",
-  "job",
+/**
+ * Audit event kinds that never settle a job: after any other event (a kind this client
+ * does not know included) the waiter reads the job, unless the event names its status.
+ */
+const QUIET_KINDS = new Set([
+  "job_created",
+  "attempt_created",
+  "attempt_running",
+  "replayed",
+  "conflict",
+  "attempt_refused",
+  "cancel_refused",
+  "reconciler_checked",
+  "job_reopened",
 ]);
 
 /** Whether nothing will change on the job without someone acting. */
@@ -48,11 +51,14 @@ export function blockingAttempt(job) {
 
 /** Whether the job may have settled with this stream event: worth reading the job. */
 export function mayHaveSettled(event) {
-  if (SETTLING_KINDS.has(event.event)) return true;
   const data = eventJSON(event);
-  if (!data || typeof data !== "object") return false;
-  const status = data.status ?? data.job_status ?? data.job?.status;
-  return SETTLED.includes(status) || SETTLING_KINDS.has(data.kind);
+  let kind = event.event;
+  if (data && typeof data === "object") {
+    const status = data.status ?? data.job_status ?? data.job?.status;
+    if (typeof status === "string") return SETTLED.includes(status);
+    if (typeof data.kind === "string") kind = data.kind;
+  }
+  return !QUIET_KINDS.has(kind);
 }
 
 function sleep(ms, signal) {

@@ -144,3 +144,18 @@ test("without an event stream the wait polls with Prefer: wait", async () => {
   assert.equal(onejob.streams, false);
   assert.deepEqual(prefers, ["wait=5", "wait=5"]);
 });
+
+test("events that never settle a job do not read it; others, and unknown kinds, do", async () => {
+  const { mayHaveSettled } = await import("../src/index.js");
+  const audit = (kind) => ({ event: kind, data: JSON.stringify({ id: 1, kind, detail: {} }), id: "1", retry: null });
+  for (const kind of ["job_created", "attempt_created", "attempt_running", "replayed", "attempt_refused"]) {
+    assert.equal(mayHaveSettled(audit(kind)), false, kind);
+  }
+  for (const kind of ["attempt_unknown", "attempt_succeeded", "job_failed", "job_cancelled", "a_new_kind"]) {
+    assert.equal(mayHaveSettled(audit(kind)), true, kind);
+  }
+  const status = (data) => ({ event: "status", data: JSON.stringify(data), id: "", retry: null });
+  assert.equal(mayHaveSettled(status({ status: "running" })), false);
+  assert.equal(mayHaveSettled(status({ status: "unknown" })), true);
+  assert.equal(mayHaveSettled(status({ job: { status: "succeeded" } })), true);
+});

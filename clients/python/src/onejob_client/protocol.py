@@ -32,18 +32,19 @@ STREAM_RECONNECT = 1.0
 #: Seconds an open event stream may stay silent (heartbeats included) before it is
 #: taken for dead and reconnected.
 STREAM_SILENCE = 30.0
-#: Audit event kinds after which the job may have settled: the waiter reads the job.
-SETTLING_KINDS = frozenset(
+#: Audit event kinds that never settle a job: after any other event (a kind this client
+#: does not know included) the waiter reads the job, unless the event names its status.
+QUIET_KINDS = frozenset(
     {
-        "attempt_unknown",
-        "attempt_succeeded",
-        "attempt_failed",
-        "attempt_resolved",
-        "job_failed",
-        "job_cancelled",
-        "race_lost",
-        "status",
-        "job",
+        "job_created",
+        "attempt_created",
+        "attempt_running",
+        "replayed",
+        "conflict",
+        "attempt_refused",
+        "cancel_refused",
+        "reconciler_checked",
+        "job_reopened",
     }
 )
 _SETTLED_VALUES = frozenset(s.value for s in SETTLED)
@@ -160,16 +161,18 @@ def open_stream(response: httpx.Response) -> None:
 
 def may_have_settled(event: ServerSentEvent) -> bool:
     """Say whether the job may have settled with ``event``: worth reading the job."""
-    if event.event in SETTLING_KINDS:
-        return True
     data = event.json()
-    if not isinstance(data, dict):
-        return False
-    job = data.get("job")
-    status = data.get("status") or data.get("job_status")
-    if status is None and isinstance(job, dict):
-        status = job.get("status")
-    return status in _SETTLED_VALUES or data.get("kind") in SETTLING_KINDS
+    kind = event.event
+    if isinstance(data, dict):
+        job = data.get("job")
+        status = data.get("status") or data.get("job_status")
+        if status is None and isinstance(job, dict):
+            status = job.get("status")
+        if isinstance(status, str):
+            return status in _SETTLED_VALUES
+        if isinstance(data.get("kind"), str):
+            kind = data["kind"]
+    return kind not in QUIET_KINDS
 
 
 class Waiting:
