@@ -2,7 +2,9 @@
 
 Each is one profile of the bundled simulator behind its own base URL
 (``/p/<name>``), so a run certifies the faithful ones and catches the misbehaving ones
-(drifting, sloppy, another language or model, replayed answers) without a real API.
+(drifting, sloppy, another language or model, replayed answers, answers learnt from the
+catalog) without a real API. They are priced at ``SIM_PRICE_PER_MTOK`` so reports show a
+cost; in replay mode ``simulator_client`` answers the variants, which cassettes do not hold.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import httpx
+
+from certify.usage import SIM_PRICE_PER_MTOK, Price
 from contracts.loader import load_catalog
 from providers.config import ProviderConfig
 
@@ -27,6 +32,8 @@ SIM_PROVIDERS: dict[str, tuple[str, str, str]] = {
     "other-model-claude": ("anthropic", "sim-claude", "other-model"),
     "replaying": ("openai", "sim-gpt", "replaying"),
     "replaying-claude": ("anthropic", "sim-claude", "replaying"),
+    "catalog-only": ("openai", "sim-gpt", "catalog-only"),
+    "catalog-only-claude": ("anthropic", "sim-claude", "catalog-only"),
 }
 SIM_PRIMARY = "faithful"
 REPLAY_BASE_URL = "http://replay.invalid"
@@ -46,6 +53,11 @@ def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
             context_window=SIM_CONTEXT_WINDOW,
         )
     return out
+
+
+def sim_prices() -> dict[str, Price]:
+    """Return the price of every ``--sim`` provider."""
+    return {name: Price(*SIM_PRICE_PER_MTOK) for name in SIM_PROVIDERS}
 
 
 def sim_profiles() -> dict[str, str]:
@@ -74,3 +86,14 @@ async def in_process_simulator(enabled: bool) -> AsyncIterator[str | None]:
 
     async with run_simulator(port=0, profiles=sim_profiles(), catalog=load_catalog) as sim:
         yield sim.base_url
+
+
+def simulator_client() -> httpx.AsyncClient:
+    """Return a client an in-process simulator answers over ASGI: no socket, offline.
+
+    Replay mode's variants go here (cassettes hold the catalog's cases only).
+    """
+    from providers.simulator import create_sim_app
+
+    app = create_sim_app(profiles=sim_profiles(), catalog=load_catalog)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app))

@@ -74,6 +74,7 @@ class UsageSummary:
     """Latency percentiles, tokens and cost over a provider's calls on one contract."""
 
     calls: int  #: every call made, answered or not
+    answered: int  #: calls that came back with a parsed answer
     latency_ms: dict[str, float]  #: ``p50``, ``p95``, ``p99``, ``max`` (empty: none answered)
     output_tokens_per_case: float | None  #: mean over calls that reported usage
     output_tokens_max: int | None
@@ -87,6 +88,7 @@ class UsageSummary:
         """Return the summary as JSON for certificates and reports."""
         return {
             "calls": self.calls,
+            "answered": self.answered,
             "latency_ms": self.latency_ms,
             "output_tokens_per_case": self.output_tokens_per_case,
             "output_tokens_max": self.output_tokens_max,
@@ -132,6 +134,7 @@ def summarize(calls: Sequence[CallUsage], price: Price | None) -> UsageSummary:
     )
     return UsageSummary(
         calls=len(calls),
+        answered=len(latencies),
         latency_ms=latency_ms,
         output_tokens_per_case=round(sum(outputs) / len(used), 1) if used else None,
         output_tokens_max=max(outputs) if used else None,
@@ -150,6 +153,8 @@ def check_budget(
     detail: dict[str, Any] = {"budget": budget.as_dict(), "usage": usage.as_dict()}
     if not budget.declared:
         return Check(Layer.BUDGET, True, detail=detail | {"declared": False})
+    if not usage.answered:  # the unit failed at an earlier layer: nothing to measure
+        return Check(Layer.BUDGET, True, detail=detail | {"judged": "no call was answered"})
     over: list[str] = []
     if budget.latency_p95_ms is not None:
         if not judge_latency:

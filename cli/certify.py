@@ -60,6 +60,27 @@ def register(subcommands: Subcommands) -> None:
     )
     cert.add_argument("--validity-days", type=float, default=VALIDITY_DAYS)
     cert.add_argument(
+        "--variants",
+        type=int,
+        metavar="N",
+        help="variants drawn per contract (default: its [variants] per_run; 0: none)",
+    )
+    cert.add_argument(
+        "--seed", help="draw the variants with this seed, not the run id (replays a run's draw)"
+    )
+    cert.add_argument(
+        "--compare",
+        metavar="PREVIOUS",
+        help="list what changed since a previous contracts.json, or 'last' (the registry)",
+    )
+    cert.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="NAME=INPUT,OUTPUT",
+        help="a provider's price in US dollars per million tokens (cost budgets)",
+    )
+    cert.add_argument(
         "--sim",
         action="store_true",
         help="start an in-process simulator and certify " + ", ".join(SIM_PROVIDERS),
@@ -129,10 +150,12 @@ def _progress_printer(
             why = why[: REASON_CHARS - 3] + "..."
         if note := unit.stability_note():
             why += f"\n    note: {note}"
+        variants = f", {sum(v.passed for v in unit.variants)}/{len(unit.variants)} variants"
         print(
             f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
             f"{unit.contract.name:<22} {verdict}  "
-            f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases{why}",
+            f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases"
+            f"{variants if unit.variants else ''}; {unit.usage_summary().brief()}{why}",
             file=out,
             flush=True,
         )
@@ -172,21 +195,31 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``certify`` with parsed arguments (async, for tests)."""
     import httpx
 
+    from certify.compare import CompareError, compare, load_previous, snapshot_of_report
     from certify.preflight import preflight
     from certify.results import Mode
     from certify.runner import Runner
-    from certify.simulated import in_process_simulator, sim_origin, sim_providers
+    from certify.simulated import (
+        in_process_simulator,
+        sim_origin,
+        sim_prices,
+        sim_providers,
+        simulator_client,
+    )
+    from certify.usage import Price
     from contracts.loader import load_catalog
     from contracts.model import ContractError
     from contracts.registry import CertificationRegistry, RegistryError
-    from reports.contracts_report import write_reports
+    from reports.contracts_report import run_json, write_reports
 
     out = out or sys.stderr
     mode = Mode(args.mode)
-    if args.repeats < 1:
-        print("error: --repeats must be >= 1", file=out)
+    if args.repeats < 1 or (args.variants is not None and args.variants < 0):
+        print("error: --repeats must be >= 1 and --variants >= 0", file=out)
         return EXIT_ERROR
     try:
+        prices = sim_prices() if args.sim else {}
+        prices.update(Price.parse(text) for text in args.price)
         catalog = load_catalog(Path(args.catalog) if args.catalog else None)
         contracts = _pick_contracts(catalog, args.contract)
         providers, pairs, registry_path = _configured(args)
@@ -204,6 +237,14 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     chosen = [providers[n] for n in names]
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
     registry = CertificationRegistry(registry_path)
+    try:  # read before this run's certificates are recorded
+        previous = load_previous(args.compare, registry.entries()) if args.compare else None
+    except CompareError as exc:
+        print(f"error: {exc}", file=out)
+        return EXIT_ERROR
+    # Cassettes hold the catalog's cases only: with --sim, an in-process simulator answers
+    # replay's variants (over ASGI, offline).
+    variant_client = simulator_client() if args.sim and mode is Mode.REPLAY else None
     async with in_process_simulator(args.sim and mode is not Mode.REPLAY) as base_url:
         if base_url is not None:
             live = sim_providers(base_url)
@@ -225,18 +266,28 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             progress=_progress_printer(
                 out,
                 len(chosen) * len(contracts),
-                len(chosen) * sum(len(c.cases) for c in contracts),
+                len(chosen)
+                * sum(len(c.cases) + (args.variants or c.variants_per_run) for c in contracts),
             ),
             # An answer carrying a provider id an earlier run already saw is a replay.
             earlier_ids=registry.provider_ids,
+            variants=args.variants,
+            seed=args.seed,
+            variant_client=variant_client,
+            prices=prices,
         )
         print(
             f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
-            f"mode {mode.value}, k={args.repeats}, run {runner.run_id}",
+            f"mode {mode.value}, k={args.repeats}, run {runner.run_id}, "
+            f"variants seeded {runner.seed}",
             file=out,
             flush=True,
         )
-        run = await runner.run(contracts, chosen, pairs=pairs)
+        try:
+            run = await runner.run(contracts, chosen, pairs=pairs)
+        finally:
+            if variant_client is not None:
+                await variant_client.aclose()
 
     validity = dt.timedelta(days=args.validity_days)
     try:
@@ -244,8 +295,17 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except RegistryError as exc:
         print(f"error: cannot update the registry: {exc}", file=out)
         return EXIT_ERROR
-    paths = write_reports(run, args.report_dir)
+    source = "the registry's newest certificates" if args.compare == "last" else args.compare
+    comparison = (
+        compare(previous, snapshot_of_report(run_json(run)), source)
+        if previous is not None
+        else None
+    )
+    paths = write_reports(run, args.report_dir, comparison)
     print("\n" + summary_table(run), file=out)
+    print("\n" + run.variants_line(), file=out)
+    if comparison is not None:
+        print("\n" + "\n".join(comparison.lines()), file=out)
     print(
         f"\n{sum(u.passed for u in run.units)}/{len(run.units)} certification(s) passed in "
         f"{run.duration:.1f}s; registry {registry_path}; reports {paths['html'].parent}/",

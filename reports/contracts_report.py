@@ -1,9 +1,12 @@
 """Render a certification run: ``contracts.json``, ``contracts.html``, ``contracts.junit.xml``.
 
 The HTML page is a provider x contract matrix a person reads at a glance (green: certified,
-red: failed, with the first broken layer, and a caveat where stability rests on pass^k alone
-because the model refused temperature), followed by every failure explained: the case, the
-layer, the exact reason and an excerpt of the offending output.
+red: failed, with the first broken layer, the variants passed, p95 latency, tokens and cost
+per case against the budget, and a caveat where stability rests on pass^k alone because
+the model refused temperature), then what changed since a previous run (``--compare``),
+the latency and cost table, the variants drawn (each with its case and relations), and
+every failure explained: the case (and variant), the layer, the exact reason and an
+excerpt of the offending output. The template is ``templates/contracts.html.j2``.
 """
 
 from __future__ import annotations
@@ -15,15 +18,41 @@ from typing import Any
 import jinja2
 
 from certify.checks import CASE_LAYERS
-from certify.results import CertificationRun, UnitResult
+from certify.compare import Comparison
+from certify.results import CaseResult, CertificationRun, UnitResult, variants_summary
 from reports.junit import JunitCase, write_junit
 
 FORMAT = "onejob.contracts-report/1"
 SUITE_NAME = "onejob.contracts"
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _case_json(unit: UnitResult, c: CaseResult) -> dict[str, Any]:
+    first = c.first_failure()
+    out: dict[str, Any] = {
+        "case": c.case,
+        "passed": c.passed,
+        "error": c.error,
+        "why": f"{first.layer.value}: {first.reason}" if first else (c.error or ""),
+        "agree": c.evidence(unit.contract)["agree"],
+        "duration_s": round(c.duration, 3),
+        "layers": {
+            layer.value: {
+                "passed": c.checks[layer].passed,
+                "reason": c.checks[layer].reason,
+                "excerpt": c.checks[layer].excerpt,
+            }
+            for layer in CASE_LAYERS
+        },
+    }
+    if c.variant_of is not None:
+        out = {"case": c.case, "variant_of": c.variant_of, "relations": list(c.relations)} | out
+    return out
 
 
 def unit_json(unit: UnitResult) -> dict[str, Any]:
     """Return one provider x contract result as JSON."""
+    budget = unit.budget_check()
     return {
         "provider": unit.provider.name,
         "protocol": unit.provider.protocol,
@@ -37,37 +66,32 @@ def unit_json(unit: UnitResult) -> dict[str, Any]:
         "stability_basis": unit.stability_basis,
         "pass_rates": unit.pass_rates(),
         "failures": unit.failures(),
-        "cases": [
-            {
-                "case": c.case,
-                "passed": c.passed,
-                "error": c.error,
-                "duration_s": round(c.duration, 3),
-                "layers": {
-                    layer.value: {
-                        "passed": c.checks[layer].passed,
-                        "reason": c.checks[layer].reason,
-                        "excerpt": c.checks[layer].excerpt,
-                    }
-                    for layer in CASE_LAYERS
-                },
-            }
-            for c in unit.cases
-        ],
+        "variants": variants_summary(unit),
+        "usage": unit.usage_summary().as_dict(),
+        "budget": {
+            "declared": {k: v for k, v in unit.contract.budget.as_dict().items() if v is not None},
+            "passed": budget.passed,
+            "reason": budget.reason,
+        },
+        "cases": [_case_json(unit, c) for c in unit.cases],
+        "variant_cases": [_case_json(unit, v) for v in unit.variants],
         "agreement": {
             primary: [
                 {"case": case.case, "passed": chk.passed, "reason": chk.reason}
-                for case, chk in zip(unit.cases, checks, strict=True)
+                for case, chk in zip(unit.checked, checks, strict=True)
             ]
             for primary, checks in unit.agreement.items()
         },
     }
 
 
-def run_json(run: CertificationRun) -> dict[str, Any]:
+def run_json(run: CertificationRun, comparison: Comparison | None = None) -> dict[str, Any]:
     """Return the whole run as JSON."""
+    fixed, extra = run.calls
     return {
         "format": FORMAT,
+        "run_id": run.run_id,
+        "seed": run.seed,
         "mode": run.mode.value,
         "certifies": run.mode.value != "replay",
         "repeats": run.repeats,
@@ -75,114 +99,140 @@ def run_json(run: CertificationRun) -> dict[str, Any]:
         "duration_s": round(run.duration, 3),
         "passed": run.passed,
         "errors": run.errors,
+        "calls": {"cases": fixed, "variants": extra},
         "units": [unit_json(u) for u in run.units],
+        "comparison": comparison.as_dict() if comparison else None,
     }
 
 
-def junit_cases(run: CertificationRun) -> list[JunitCase]:
-    """Return one JUnit test case per provider x contract x case."""
+def _junit_case(unit: UnitResult, c: CaseResult) -> JunitCase:
+    first = c.first_failure()
+    layers = "\n".join(
+        f"{'ok  ' if c.checks[lyr].passed else 'FAIL'} {lyr.value} {c.checks[lyr].reason}"
+        for lyr in CASE_LAYERS
+    )
+    name = c.case if c.variant_of is None else f"{c.case} [{c.variation} of {c.variant_of}]"
+    where = "variants: " if c.variant_of is not None else ""
+    return JunitCase(
+        name=name,
+        classname=f"{SUITE_NAME}.{unit.provider.name}.{unit.contract.name}",
+        time=c.duration,
+        failure=f"{where}{first.layer.value}: {first.reason}" if first else None,
+        failure_text=f"{layers}\n\noutput: {first.excerpt}" if first else "",
+        error=c.error,
+        system_out=layers,
+        failure_type="ContractViolation",
+    )
+
+
+def junit_cases(run: CertificationRun, comparison: Comparison | None = None) -> list[JunitCase]:
+    """Return a JUnit test case per case and variant, per budget, and per change."""
     out: list[JunitCase] = []
     for unit in run.units:
-        for c in unit.cases:
-            first = c.first_failure()
-            layers = "\n".join(
-                f"{'ok  ' if c.checks[lyr].passed else 'FAIL'} {lyr.value} {c.checks[lyr].reason}"
-                for lyr in CASE_LAYERS
-            )
+        out.extend(_junit_case(unit, c) for c in unit.checked)
+        if unit.contract.budget.declared:
+            budget = unit.budget_check()
             out.append(
                 JunitCase(
-                    name=c.case,
+                    name="(budget)",
                     classname=f"{SUITE_NAME}.{unit.provider.name}.{unit.contract.name}",
-                    time=c.duration,
-                    failure=f"{first.layer.value}: {first.reason}" if first else None,
-                    failure_text=f"{layers}\n\noutput: {first.excerpt}" if first else "",
-                    error=c.error,
-                    system_out=layers,
-                    failure_type="ContractViolation",
+                    failure=f"budget: {budget.reason}" if not budget.passed else None,
+                    system_out=unit.usage_summary().brief(),
+                    failure_type="BudgetExceeded",
                 )
             )
+    for change in comparison.changes if comparison else ():
+        out.append(
+            JunitCase(
+                name=f"{change.item}: {change.kind}",
+                classname=f"{SUITE_NAME}.changes.{change.provider}.{change.contract}",
+                failure=change.detail if change.regression else None,
+                system_out=f"{change.line()} (since {comparison.source})" if comparison else "",
+                failure_type="Drift",
+            )
+        )
     return out
 
 
-_HTML = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(
-    """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>onejob contract certification</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}
-th,td{border:1px solid #ccc;padding:.4rem .6rem;text-align:left;vertical-align:top}
-td.pass{background:#e3f6e5}td.fail{background:#fde4e1}
-.small{font-size:.85em;color:#555}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:.2rem 0;max-width:70rem}
-.banner{padding:.5rem 1rem;background:#fff4d6;border:1px solid #e0c36a}
-.caveat{color:#7a5a00}
-</style></head><body>
-<h1>Contract certification</h1>
-<p>Mode <b>{{ mode }}</b>, {{ repeats }} repeat(s) per case, started {{ started_at }},
-took {{ '%.1f'|format(duration) }} s. Overall: <b>{{ 'PASS' if passed else 'FAIL' }}</b>.</p>
-{% if mode == 'replay' %}<p class="banner">Replay mode proves adapters and parsers against
-recorded cassettes; it never certifies a provider.</p>{% endif %}
-{% if errors %}<h2>Harness errors</h2><ul>{% for e in errors %}<li><code>{{ e }}</code></li>
-{% endfor %}</ul>{% endif %}
-<h2>Provider &times; contract</h2>
-<table><tr><th>provider</th>{% for c in contracts %}<th>{{ c }}</th>{% endfor %}</tr>
-{% for p in providers %}<tr><th>{{ p }}</th>
-{% for c in contracts %}{% set u = cells.get((p, c)) %}
-{% if u is none %}<td>&ndash;</td>{% else %}
-{% set ok = 'passed (replay)' if mode == 'replay' else 'certified' %}
-<td class="{{ 'pass' if u.passed else 'fail' }}"><b>{{ ok if u.passed else 'FAILED' }}</b>
-{% if not u.passed %}<br>{{ u.first }}{% endif %}
-<div class="small">{% for k, v in u.rates.items() %}{{ k }} {{ '%d'|format(v * 100) }}%
-{%- if not loop.last %}, {% endif %}{% endfor %}</div>
-{% if u.note %}<div class="small caveat">{{ u.note }}</div>{% endif %}</td>{% endif %}
-{% endfor %}</tr>
-{% endfor %}</table>
-<h2>Failures</h2>
-{% for u in failing %}<h3>{{ u.provider }} on {{ u.contract }}</h3>
-<table><tr><th>case</th><th>layer</th><th>reason</th><th>offending output</th></tr>
-{% for f in u.failures %}<tr><td>{{ f.case }}</td><td>{{ f.layer }}</td><td>{{ f.reason }}</td>
-<td><pre>{{ f.excerpt }}</pre></td></tr>{% endfor %}</table>
-{% else %}<p>None.</p>{% endfor %}
-</body></html>
-"""
-)
+def _cell(u: UnitResult) -> dict[str, Any]:
+    fails = u.failures()
+    layers = sorted({f["layer"] for f in fails})
+    budget = u.budget_check()
+    limits = ", ".join(
+        f"{k} {v:g}" for k, v in u.contract.budget.as_dict().items() if v is not None
+    )
+    return {
+        "passed": u.passed,
+        "rates": u.pass_rates(),
+        "note": u.stability_note(),
+        "first": (
+            f"{len(fails)} failure(s) at {', '.join(layers)}; "
+            f"first: {fails[0]['case']}: {_clip(fails[0]['reason'], 160)}"
+            if fails
+            else "no case failed"
+        ),
+        "variants": (
+            f"{sum(v.passed for v in u.variants)}/{len(u.variants)} passed (seed {u.seed})"
+            if u.variants
+            else (u.variants_skipped or "none drawn")
+        ),
+        "usage": u.usage_summary().brief(),
+        "budget": ("" if budget.passed else "EXCEEDED: ") + limits if limits else "",
+    }
 
 
-def html_report(run: CertificationRun) -> str:
+def _usage_row(u: UnitResult) -> dict[str, Any]:
+    usage, budget = u.usage_summary(), u.budget_check()
+    lat = usage.latency_ms
+    return {
+        "provider": u.provider.name,
+        "contract": u.contract.name,
+        "calls": usage.calls,
+        "latency": " / ".join(f"{lat[k]:,.0f}" for k in ("p50", "p95", "p99", "max"))
+        if lat
+        else "-",
+        "tokens": f"{usage.output_tokens_per_case:,.0f} ({usage.output_tokens_max})"
+        if usage.output_tokens_per_case is not None
+        else "-",
+        "cost": f"${usage.cost_per_case_usd:.6f}" if usage.cost_per_case_usd is not None else "-",
+        "budget_ok": budget.passed,
+        "budget": budget.reason or budget.detail.get("latency", "within") or "within",
+    }
+
+
+def html_report(run: CertificationRun, comparison: Comparison | None = None) -> str:
     """Return the HTML matrix page."""
     providers = list(dict.fromkeys(u.provider.name for u in run.units))
     contracts = sorted({u.contract.name for u in run.units})
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    failing = []
+    drawn: dict[str, dict[str, CaseResult]] = {c: {} for c in contracts}
     for u in run.units:
-        fails = u.failures()
-        layers = sorted({f["layer"] for f in fails})
-        cells[(u.provider.name, u.contract.name)] = {
-            "passed": u.passed,
-            "rates": u.pass_rates(),
-            "note": u.stability_note(),
-            "first": (
-                f"{len(fails)} of {len(u.cases)} case(s) fail at {', '.join(layers)}; "
-                f"first: {fails[0]['case']}: {_clip(fails[0]['reason'], 160)}"
-                if fails
-                else "no case failed"
-            ),
-        }
-        if fails:
-            failing.append(
-                {"provider": u.provider.name, "contract": u.contract.name, "failures": fails}
-            )
-    return _HTML.render(
+        for v in u.variants:
+            drawn[u.contract.name].setdefault(v.case, v)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("contracts.html.j2").render(
+        run_id=run.run_id,
         mode=run.mode.value,
         repeats=run.repeats,
         started_at=run.started_at.isoformat(timespec="seconds"),
         duration=run.duration,
         passed=run.passed,
         errors=run.errors,
+        variants_line=run.variants_line(),
         providers=providers,
         contracts=contracts,
-        cells=cells,
-        failing=failing,
+        cells={(u.provider.name, u.contract.name): _cell(u) for u in run.units},
+        comparison=comparison,
+        usage_rows=[_usage_row(u) for u in run.units],
+        variants_drawn={c: list(v.values()) for c, v in drawn.items()},
+        failing=[
+            {"provider": u.provider.name, "contract": u.contract.name, "failures": fails}
+            for u in run.units
+            if (fails := u.failures())
+        ],
     )
 
 
@@ -190,7 +240,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def write_reports(run: CertificationRun, report_dir: str | Path) -> dict[str, Path]:
+def write_reports(
+    run: CertificationRun, report_dir: str | Path, comparison: Comparison | None = None
+) -> dict[str, Path]:
     """Write the three report files into ``report_dir`` and return their paths."""
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -200,8 +252,9 @@ def write_reports(run: CertificationRun, report_dir: str | Path) -> dict[str, Pa
         "junit": out / "contracts.junit.xml",
     }
     paths["json"].write_text(
-        json.dumps(run_json(run), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(run_json(run, comparison), indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
     )
-    paths["html"].write_text(html_report(run), encoding="utf-8")
-    write_junit(paths["junit"], SUITE_NAME, junit_cases(run))
+    paths["html"].write_text(html_report(run, comparison), encoding="utf-8")
+    write_junit(paths["junit"], SUITE_NAME, junit_cases(run, comparison))
     return paths
