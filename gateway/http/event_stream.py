@@ -46,20 +46,26 @@ def stream_response(changes: AsyncIterator[Change]) -> ServerSentEvent:
     """Answer with the changes as they come."""
     return ServerSentEvent(
         _messages(changes),
-        retry_duration=RETRY_MS,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 async def _messages(changes: AsyncIterator[Change]) -> AsyncIterator[ServerSentEventMessage]:
+    # The reconnection delay rides on the first message rather than going alone: a stream
+    # cut after its first chunk has then already given the client an id to resume after.
+    retry: int | None = RETRY_MS
     async for change in changes:
         if change.event is not None:
             data = _json(event_view(change.event))
-            yield ServerSentEventMessage(data=data, event=change.event.kind, id=change.event.id)
+            message = ServerSentEventMessage(
+                data=data, event=change.event.kind, id=change.event.id, retry=retry
+            )
         elif change.job is not None:
-            yield ServerSentEventMessage(data=_job(change.job), event="job")
+            message = ServerSentEventMessage(data=_job(change.job), event="job", retry=retry)
         else:
-            yield ServerSentEventMessage(comment="keep-alive")
+            message = ServerSentEventMessage(comment="keep-alive")
+        retry = None if message.retry is not None else retry
+        yield message
 
 
 def _job(job: JobRecord) -> str:

@@ -148,7 +148,7 @@ describe("against a served gateway", { timeout: 300_000 }, () => {
     const onejob = new OnejobClient({ baseUrl: stack.gateway, apiKey: stack.key });
     const job = await onejob.run(Intention.create(CONTRACT, TICKET), { timeoutMs: 20_000 });
     assert.equal(job.status, "unknown");
-    assert.equal(onejob.streams, false); // no event stream on the gateway yet: polled
+    assert.equal(onejob.streams, true); // waited on the gateway's event stream
     const outcome = await onejob.fallback(job.id, "sim-anthropic");
     assert.equal(outcome.kind, "still-in-progress");
     assert.equal(outcome.attemptId, job.attempts[0].id);

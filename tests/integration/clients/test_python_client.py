@@ -152,7 +152,7 @@ def test_the_fallback_button_while_the_first_attempt_is_unknown_says_wait(fresh:
     with Client(fresh.gateway, fresh.key) as onejob:
         job = onejob.run(Intention.new(CONTRACT, TICKET), timeout=20)
         assert job.status is JobStatus.UNKNOWN
-        assert not onejob.streams  # the gateway has no event stream yet: polled
+        assert onejob.streams  # waited on the gateway's event stream
         outcome = onejob.fallback(job.id, "sim-anthropic")
         again = onejob.fallback(job.id, "sim-anthropic")
 

@@ -76,6 +76,10 @@ async def test_the_stream_sends_the_events_the_job_and_each_change_until_the_job
     assert [j["status"] for j in jobs] == ["queued", "cancelled"]  # then the stream ended
     ids = [int(m["id"]) for m in seen if "id" in m]
     assert ids == sorted(ids) and len(ids) == len(set(ids))
+    # The reconnection delay rides on the first event, which carries an id too: a stream
+    # cut after its first chunk leaves the client something to resume after.
+    assert seen[0]["retry"] == "1000" and "id" in seen[0]
+    assert not any("retry" in m for m in seen[1:])
 
 
 async def test_last_event_id_resumes_after_the_event_it_names(
