@@ -62,6 +62,11 @@ class CallUsage:
     output_tokens: int | None = None
 
 
+def usd(amount: float) -> str:
+    """Return an amount of US dollars without trailing zeros: ``$0.000745``."""
+    return "$" + f"{amount:,.8f}".rstrip("0").rstrip(".")
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Return the nearest-rank ``q``-th percentile of ``values`` (not empty)."""
     ordered = sorted(values)
@@ -111,7 +116,7 @@ class UsageSummary:
         if self.output_tokens_per_case is not None:
             parts.append(f"{self.output_tokens_per_case:,.0f} output tokens/case")
         if self.cost_per_case_usd is not None:
-            parts.append(f"${self.cost_per_case_usd:.6f}/case")
+            parts.append(f"{usd(self.cost_per_case_usd)}/case")
         return ", ".join(parts) or "no answered call"
 
 
@@ -181,8 +186,8 @@ def check_budget(
             )
         elif usage.cost_per_case_usd > budget.cost_per_case_usd:
             over.append(
-                f"${usage.cost_per_case_usd:.6f} per case is over the budget of "
-                f"${budget.cost_per_case_usd:.6f}"
+                f"{usd(usage.cost_per_case_usd)} per case is over the budget of "
+                f"{usd(budget.cost_per_case_usd)}"
             )
     if over:
         return Check(Layer.BUDGET, False, "; ".join(over), detail=detail)

@@ -20,6 +20,7 @@ import jinja2
 from certify.checks import CASE_LAYERS
 from certify.compare import Comparison
 from certify.results import CaseResult, CertificationRun, UnitResult, variants_summary
+from certify.usage import usd
 from reports.junit import JunitCase, write_junit
 
 FORMAT = "onejob.contracts-report/1"
@@ -194,7 +195,7 @@ def _usage_row(u: UnitResult) -> dict[str, Any]:
         "tokens": f"{usage.output_tokens_per_case:,.0f} ({usage.output_tokens_max})"
         if usage.output_tokens_per_case is not None
         else "-",
-        "cost": f"${usage.cost_per_case_usd:.6f}" if usage.cost_per_case_usd is not None else "-",
+        "cost": usd(usage.cost_per_case_usd) if usage.cost_per_case_usd is not None else "-",
         "budget_ok": budget.passed,
         "budget": budget.reason or budget.detail.get("latency", "within") or "within",
     }

@@ -1,4 +1,4 @@
-"""Load the contract suite's pytest plugin (``--onejob-mode``, ``--onejob-repeats``, ``--onejob-seed``).
+"""Load the contract suite's plugin: ``--onejob-mode``, ``--onejob-repeats``, ``--onejob-seed``.
 
 The plugin is ``certify.pytest_plugin``; importing its hooks here (rather than naming it in
 ``pytest_plugins``) keeps the suite loadable however it is reached. Given on the command

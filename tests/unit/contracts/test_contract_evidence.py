@@ -94,3 +94,29 @@ def test_text_too_short_to_judge_passes() -> None:
 def test_an_undetectable_fixed_language_is_refused_when_the_contract_loads() -> None:
     with pytest.raises(AssertionSpecError, match="language 'tlh' cannot be detected"):
         language_rule(value="tlh")
+
+
+def with_variants(seed: str, **agree: str) -> dict[str, Any]:
+    cert = evidence_of()
+    cert["variants"] = {"seed": seed}
+    cert["variant_evidence"] = {
+        f"{CASE.id}~v{i}": {
+            "case": CASE.id,
+            "relations": ["signature"],
+            "agree": {f: agree.get(f"v{i}", "v") for f in TRIAGE.must_agree},
+        }
+        for i in (1, 2)
+    }
+    return cert
+
+
+def test_variants_drawn_with_one_seed_are_compared_and_named_when_they_disagree() -> None:
+    agreement = compare_evidence(TRIAGE, with_variants("s"), with_variants("s", v2="x"))
+    assert agreement.compared == len(TRIAGE.cases) and agreement.variants_compared == 2
+    assert [f["case"] for f in agreement.failures] == [f"{CASE.id}~v2"]
+    assert agreement.failures[0]["reason"].startswith(f"variant of {CASE.id}: disagree on ")
+
+
+def test_variants_of_other_seeds_are_other_inputs_and_are_not_compared() -> None:
+    agreement = compare_evidence(TRIAGE, with_variants("s1"), with_variants("s2", v2="x"))
+    assert agreement.agrees and agreement.variants_compared == 0

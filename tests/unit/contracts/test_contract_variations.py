@@ -29,7 +29,9 @@ def test_every_shipped_contract_declares_relations_a_sample_and_a_budget(name: s
             case.id
             for case in contract.cases
             if relation.applies_to(case.tags)
-            and relation.vary(copy.deepcopy(case.input), copy.deepcopy(case.expect), random.Random(7))
+            and relation.vary(
+                copy.deepcopy(case.input), copy.deepcopy(case.expect), random.Random(7)
+            )
             is not None
         ]
         assert applies, f"{relation.name} varies no case of {name}"
