@@ -12,7 +12,7 @@ import {
   OnejobClient,
   Unavailable,
   blockingAttempt,
-  isSettled,
+  isDecided,
   rememberIntention,
 } from "./onejob-client/index.js";
 
@@ -20,7 +20,7 @@ const main = document.querySelector("main");
 const CONTRACT = main.dataset.contract;
 const FALLBACK = main.dataset.fallback;
 const TICKET = JSON.parse(document.getElementById("ticket-input").textContent);
-const UNKNOWN_RECHECK_MS = 3_000; // an unknown attempt changes only when someone resolves it
+const FOLLOW_MS = 3_600_000; // how long the page follows a job: an hour
 
 const $ = (id) => document.getElementById(id);
 const triageButton = $("triage");
@@ -135,16 +135,19 @@ function fail(error) {
 function follow(jobId) {
   following ??= (async () => {
     try {
-      for (;;) {
-        const job = await client.waitForJob(jobId, {
-          timeoutMs: 30_000,
-          pollWaitSeconds: 2, // short polls, so the page shows each status as it comes
-          onJob: render,
-          onEvent: (event) => note(`Event ${event.event}${event.id ? ` #${event.id}` : ""}`),
-        });
-        if (isSettled(job) && job.status !== "unknown") return;
-        if (job.status === "unknown") await new Promise((r) => setTimeout(r, UNKNOWN_RECHECK_MS));
-      }
+      // Follow the job until it is decided: through `unknown` too, which an operator may
+      // resolve while the page is open. On the gateway's event stream each change arrives
+      // as it commits; without one, short polls show each status as it comes.
+      await client.waitForJob(jobId, {
+        timeoutMs: FOLLOW_MS,
+        until: isDecided,
+        pollWaitSeconds: 2,
+        onJob: render,
+        // Audit events; the job itself (event: job) is shown by render, through onJob.
+        onEvent: (event) => {
+          if (event.event !== "job") note(`Event ${event.event} (#${event.id})`);
+        },
+      });
     } catch (error) {
       fail(error);
     } finally {

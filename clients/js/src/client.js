@@ -44,9 +44,23 @@ export function isSettled(job) {
   return SETTLED.includes(job.status);
 }
 
+/** Whether the job is decided: succeeded, failed or cancelled (not unknown). */
+export function isDecided(job) {
+  return job.status === "succeeded" || job.status === "failed" || job.status === "cancelled";
+}
+
 /** The attempt that blocks a new one (starting, running or unknown), or null. */
 export function blockingAttempt(job) {
   return (job.attempts || []).find((a) => IN_PROGRESS.includes(a.state)) ?? null;
+}
+
+/** The job an `event: job` carries (the gateway sends one after each change), or null. */
+export function jobOf(event) {
+  if (event.event !== "job") return null;
+  const data = eventJSON(event);
+  return data && typeof data === "object" && typeof data.id === "string" && typeof data.status === "string"
+    ? data
+    : null;
 }
 
 /** Whether the job may have settled with this stream event: worth reading the job. */
@@ -82,7 +96,8 @@ function deadlineSignal(outer, ms) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new DOMException("timed out", "TimeoutError")), ms);
   const forward = () => controller.abort(outer.reason);
-  outer?.addEventListener("abort", forward, { once: true });
+  if (outer?.aborted) forward();
+  else outer?.addEventListener("abort", forward, { once: true });
   return {
     signal: controller.signal,
     abort: (reason) => controller.abort(reason),
@@ -223,9 +238,14 @@ export class OnejobClient {
   /**
    * The job once it settles (or as it is after timeoutMs). Reads the event stream when
    * the gateway serves one, else polls with Prefer: wait (pollWaitSeconds each, at most 60).
+   * `until(job)` says when to stop: isSettled by default (unknown included); a page that
+   * keeps following an unknown job until someone resolves it passes isDecided.
    */
-  async waitForJob(jobId, { timeoutMs = 60_000, pollWaitSeconds = MAX_WAIT, onEvent, onJob, signal } = {}) {
-    const waiting = new Waiting(timeoutMs);
+  async waitForJob(
+    jobId,
+    { timeoutMs = 60_000, pollWaitSeconds = MAX_WAIT, until = isSettled, onEvent, onJob, signal } = {},
+  ) {
+    const waiting = new Waiting(timeoutMs, until);
     for (;;) {
       let job;
       if (this.streams) {
@@ -239,8 +259,12 @@ export class OnejobClient {
       } else {
         const left = waiting.remainingMs() / 1000;
         job = await this._observe(jobId, onJob, left >= 1 ? Math.min(left, pollWaitSeconds) : 0, signal);
+        if (isSettled(job) && !until(job) && waiting.remainingMs() > 0) {
+          // Prefer: wait answers a settled job at once: do not ask again in a tight loop.
+          await this._sleep(Math.min(STREAM_RECONNECT_MS, waiting.remainingMs()), signal);
+        }
       }
-      if (isSettled(job) || waiting.remainingMs() <= 0) return job;
+      if (until(job) || waiting.remainingMs() <= 0) return job;
     }
   }
 
@@ -275,12 +299,18 @@ export class OnejobClient {
           guard.rearm(silenceMs());
           for (const event of decoder.feed(value)) {
             onEvent?.(event);
-            if (mayHaveSettled(event)) {
-              const job = await this._observe(jobId, onJob, 0, signal);
-              if (isSettled(job)) {
-                guard.abort(new DOMException("settled", "AbortError"));
-                return job;
-              }
+            let job = jobOf(event);
+            if (job !== null) {
+              waiting.jobEvents = true; // the stream sends the job itself: no need to read it
+              onJob?.(job);
+            } else if (waiting.jobEvents || !mayHaveSettled(event)) {
+              continue;
+            } else {
+              job = await this._observe(jobId, onJob, 0, signal);
+            }
+            if (waiting.until(job)) {
+              guard.abort(new DOMException("settled", "AbortError"));
+              return job;
             }
           }
         }
@@ -293,7 +323,7 @@ export class OnejobClient {
       guard.done();
     }
     const job = await this._observe(jobId, onJob, 0, signal);
-    if (!isSettled(job)) {
+    if (!waiting.until(job)) {
       waiting.reconnects += 1;
       await this._sleep(Math.min(waiting.reconnectDelayMs(), waiting.remainingMs()), signal);
     }
@@ -335,10 +365,12 @@ export class OnejobClient {
 
 /** The state of one wait for a job to settle: deadline, stream position. */
 class Waiting {
-  constructor(timeoutMs) {
+  constructor(timeoutMs, until = isSettled) {
     this.deadline = Date.now() + timeoutMs;
+    this.until = until;
     this.decoder = new SSEDecoder();
     this.reconnects = 0;
+    this.jobEvents = false;
   }
 
   newDecoder() {

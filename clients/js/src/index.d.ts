@@ -45,6 +45,8 @@ export const SETTLED: readonly JobStatus[];
 /** Attempt states that block a new attempt. */
 export const IN_PROGRESS: readonly AttemptState[];
 export function isSettled(job: Pick<Job, "status">): boolean;
+/** Whether the job is decided: succeeded, failed or cancelled (not unknown). */
+export function isDecided(job: Pick<Job, "status">): boolean;
 export function blockingAttempt(job: Pick<Job, "attempts">): Attempt | null;
 
 // ---- the intention ---------------------------------------------------------------------
@@ -188,6 +190,8 @@ export class SSEDecoder {
 
 export function eventJSON(event: ServerSentEvent): unknown;
 export function mayHaveSettled(event: ServerSentEvent): boolean;
+/** The job an `event: job` carries (the gateway sends one after each change), or null. */
+export function jobOf(event: ServerSentEvent): Job | null;
 
 // ---- the client ------------------------------------------------------------------------
 
@@ -239,6 +243,8 @@ export interface WaitOptions {
   timeoutMs?: number;
   /** seconds of each Prefer: wait poll when there is no event stream (60) */
   pollWaitSeconds?: number;
+  /** when to stop: isSettled by default (unknown included); isDecided follows an unknown job */
+  until?: (job: Job) => boolean;
   onEvent?: (event: ServerSentEvent) => void;
   onJob?: (job: Job) => void;
   signal?: AbortSignal;

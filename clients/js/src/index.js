@@ -43,6 +43,8 @@ export {
   STREAM_SILENCE_MS,
   VERSION,
   blockingAttempt,
+  isDecided,
   isSettled,
+  jobOf,
   mayHaveSettled,
 } from "./client.js";

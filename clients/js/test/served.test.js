@@ -168,13 +168,34 @@ describe("against a served gateway", { timeout: 300_000 }, () => {
       });
       await probe.body?.cancel();
       assert.match(probe.headers.get("content-type") ?? "", /^text\/event-stream/);
+      // Through the forwarder, which cuts the first stream after its first event: the
+      // client resumes after the last id it read, and sees every event once.
+      const path = `/v1/jobs/${job.id}/events`;
+      proxy.script("GET", path, "cut_stream");
+      const viaProxy = new OnejobClient({ baseUrl: proxy.url, apiKey: stack.key });
       const seen = [];
-      const done = await onejob.waitForJob(job.id, { timeoutMs: 20_000, onEvent: (e) => seen.push(e) });
-      assert.equal(onejob.streams, true);
+      const statuses = [];
+      const done = await viaProxy.waitForJob(job.id, {
+        timeoutMs: 20_000,
+        onEvent: (e) => seen.push(e),
+        onJob: (j) => statuses.push(j.status),
+      });
+      assert.equal(viaProxy.streams, true);
       assert.equal(done.status, "succeeded");
       // a `job` snapshot carries the last event id (no id field of its own): audit events only
       const ids = seen.filter((e) => e.event !== "job").map((e) => e.id).filter(Boolean);
       assert.ok(ids.length > 0 && new Set(ids).size === ids.length);
+      const streams = proxy.requests("GET", path);
+      assert.deepEqual(
+        streams.slice(0, 2).map((s) => s.done),
+        ["cut_stream", "forwarded"],
+      );
+      // Resumed after an event it had read (whatever the first chunk held), none twice.
+      assert.equal(streams[0].lastEventId, null);
+      assert.ok(ids.includes(streams[1].lastEventId), streams[1].lastEventId);
+      // The job came with the stream (event: job), as it changed.
+      assert.ok(["queued", "running"].includes(statuses[0]), statuses.join());
+      assert.equal(statuses.at(-1), "succeeded");
       await oneJobOneCall(job.id);
     },
   );

@@ -159,3 +159,57 @@ test("events that never settle a job do not read it; others, and unknown kinds, 
   assert.equal(mayHaveSettled(status({ status: "unknown" })), true);
   assert.equal(mayHaveSettled(status({ job: { status: "succeeded" } })), true);
 });
+
+const jobEvent = (status) => `event: job\ndata: ${JSON.stringify(job(status))}\n\n`;
+
+const unknownThenResolved = (req, res, state) => {
+  startStream(res);
+  res.write(event(1, "attempt_running") + jobEvent("running"));
+  setTimeout(() => {
+    state.status = "unknown";
+    res.write(event(2, "attempt_unknown") + jobEvent("unknown"));
+  }, 100);
+  setTimeout(() => {
+    state.status = "succeeded";
+    res.write(event(3, "attempt_resolved") + jobEvent("succeeded"));
+  }, 500);
+};
+
+test("the job comes with the stream, and until: isDecided follows an unknown job", async () => {
+  const { isDecided } = await import("../src/index.js");
+  const state = await stub(unknownThenResolved, unknownThenResolved);
+  const onejob = new OnejobClient({ baseUrl: state.url, apiKey: "oj_key" });
+  const statuses = [];
+  const first = await onejob.waitForJob(JOB_ID, { timeoutMs: 10_000, onJob: (j) => statuses.push(j.status) });
+  const decided = await onejob.waitForJob(JOB_ID, { timeoutMs: 10_000, until: isDecided });
+  assert.equal(first.status, "unknown"); // settled: the default stops here
+  assert.deepEqual(statuses, ["running", "unknown"]);
+  assert.equal(decided.status, "succeeded"); // followed through unknown
+  assert.equal(state.jobReads, 0); // every job came with the stream: none was read
+});
+
+test("polling an unknown job until it is decided does not ask in a tight loop", async () => {
+  const { isDecided } = await import("../src/index.js");
+  let polls = 0;
+  const server = http.createServer((req, res) => {
+    if (req.url.endsWith("/events")) {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end("{}");
+      return;
+    }
+    polls += 1;
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.end(JSON.stringify(job(polls < 3 ? "unknown" : "succeeded")));
+  });
+  servers.push(server);
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const slept = [];
+  const onejob = new OnejobClient({
+    baseUrl: `http://127.0.0.1:${server.address().port}`,
+    sleep: async (ms) => slept.push(ms),
+  });
+  const done = await onejob.waitForJob(JOB_ID, { timeoutMs: 30_000, until: isDecided });
+  assert.equal(done.status, "succeeded");
+  assert.equal(polls, 3);
+  assert.deepEqual(slept, [1000, 1000]);
+});

@@ -1,8 +1,10 @@
 // A forwarder between a client and the gateway that does, per request, what a test
 // scripts: "reset_before" (reset the connection, nothing forwarded), "reset_after"
 // (forward, let the gateway answer, then reset: the answer is lost), "unavailable" (503
-// urn:onejob:unavailable with Retry-After: 1). unavailableFor(ms) answers every /v1
-// request 503 for that long. Every request is recorded with its Idempotency-Key.
+// urn:onejob:unavailable with Retry-After: 1), "cut_stream" (relay an event stream until
+// its first event with an id has passed whole, then reset). unavailableFor(ms) answers
+// every /v1 request 503 for that long. Every request is recorded when it arrives, with its
+// Idempotency-Key and Last-Event-ID.
 
 import http from "node:http";
 
@@ -20,6 +22,9 @@ const HOP_BY_HOP = new Set([
   "content-encoding",
 ]);
 
+/** A whole event (ended by a blank line) with an id line. */
+const FIRST_EVENT_WITH_ID = /(?:^|\n)id:[^\n]*\n(?:[^\n]+\n)*\n/;
+
 export async function startFaultProxy(target) {
   const scripts = new Map();
   const seen = [];
@@ -36,6 +41,7 @@ export async function startFaultProxy(target) {
       method: req.method,
       path: req.url.split("?")[0],
       key: req.headers["idempotency-key"] ?? null,
+      lastEventId: req.headers["last-event-id"] ?? null,
       body: body.toString("utf8"),
       done: action,
       status: null,
@@ -86,7 +92,20 @@ export async function startFaultProxy(target) {
       if (!HOP_BY_HOP.has(name)) out[name] = value;
     });
     res.writeHead(upstream.status, out);
-    if (upstream.body) for await (const chunk of upstream.body) res.write(chunk);
+    let relayed = "";
+    const text = new TextDecoder();
+    if (upstream.body) {
+      for await (const chunk of upstream.body) {
+        res.write(chunk);
+        if (action !== "cut_stream") continue;
+        relayed += text.decode(chunk, { stream: true });
+        if (FIRST_EVENT_WITH_ID.test(relayed.replace(/\r\n?/g, "\n"))) {
+          await new Promise((resolve) => res.write("", resolve)); // flushed, then cut
+          req.socket.resetAndDestroy();
+          return;
+        }
+      }
+    }
     res.end();
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));

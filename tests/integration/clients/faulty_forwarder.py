@@ -9,8 +9,8 @@ Between a client and the gateway it can, per request, in the order a test script
   database is away), without forwarding;
 - ``hold``: forward, then hold the answer for ``hold_seconds`` before sending it (a slow
   network: long enough for a page to be reloaded meanwhile);
-- ``cut_stream``: forward, relay the status, the headers and the first chunk of the body
-  (an event stream's first events), then reset the connection.
+- ``cut_stream``: forward, relay an event stream until its first event with an id has
+  passed whole, then reset the connection.
 
 ``unavailable_for(seconds)`` answers every ``/v1`` request 503 for that long. Every
 request that reaches it is recorded (method, path, Idempotency-Key, body, what was done).
@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import re
 import socket
 import struct
 import threading
@@ -38,6 +39,13 @@ button_serve = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(button_serve)
 
 RETRY_AFTER = 1  # seconds, in the injected 503s (what the gateway itself sends)
+_EVENT_WITH_ID = re.compile(rb"(?:^|\n)id:[^\n]*\n(?:[^\n]+\n)*\n")
+
+
+def first_event_with_id(stream: bytes) -> bool:
+    """Say whether ``stream`` holds a whole event (ended by a blank line) with an id."""
+    lines = stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return _EVENT_WITH_ID.search(lines) is not None
 
 
 @dataclasses.dataclass
@@ -128,10 +136,13 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
                     if name.lower() not in button_serve.HOP_BY_HOP:
                         self.send_header(name, value)
                 self.end_headers()
+                relayed = b""
                 for chunk in response.iter_bytes():
                     self.wfile.write(chunk)
                     self.wfile.flush()
-                    break
+                    relayed += chunk
+                    if first_event_with_id(relayed):
+                        break
             self.reset()
         elif action == "hold":
             with contextlib.closing(self.upstream(body)) as response:

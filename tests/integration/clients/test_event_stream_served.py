@@ -39,11 +39,14 @@ def test_the_client_waits_on_the_event_stream_and_resumes_it_after_a_drop(
         ) as probe:
             assert probe.headers["content-type"].startswith("text/event-stream")
 
-        # The first stream is cut after its first chunk: the client resumes after the
+        # The first stream is cut after its first event: the client resumes after the
         # last id it read, and sees every event once.
         proxy.faults.script("GET", path, "cut_stream")
         seen: list[ServerSentEvent] = []
-        done = onejob.wait(job.id, timeout=20, on_event=seen.append)
+        statuses: list[JobStatus] = []
+        done = onejob.wait(
+            job.id, timeout=20, on_event=seen.append, on_job=lambda j: statuses.append(j.status)
+        )
         assert onejob.streams
 
     assert done.status is JobStatus.SUCCEEDED
@@ -53,5 +56,9 @@ def test_the_client_waits_on_the_event_stream_and_resumes_it_after_a_drop(
     # so only the audit events count.
     ids = [e.id for e in seen if e.id and e.event != "job"]
     assert ids and len(ids) == len(set(ids))
-    assert streams[1].last_event_id in ids
-    assert fresh.sim_calls(job.id) and len(fresh.sim_calls(job.id)) == 1
+    # Resumed after an event it had read (whatever the first chunk held), none seen twice.
+    assert streams[0].last_event_id is None and streams[1].last_event_id in ids
+    # The job came with the stream (event: job), running, then succeeded.
+    assert statuses[0] in (JobStatus.QUEUED, JobStatus.RUNNING)
+    assert statuses[-1] is JobStatus.SUCCEEDED
+    assert len(fresh.sim_calls(job.id)) == 1

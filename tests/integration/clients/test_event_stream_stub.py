@@ -22,7 +22,7 @@ import onejob_client.async_client
 import onejob_client.client
 import pytest
 from faulty_forwarder import serving
-from onejob_client import AsyncClient, Client, JobStatus, ServerSentEvent
+from onejob_client import AsyncClient, Client, JobStatus, ServerSentEvent, is_decided
 
 JOB_ID = "job_1"
 Plan = Callable[["StubHandler"], None]
@@ -261,3 +261,38 @@ def test_a_stream_cut_by_the_network_is_resumed_through_the_forwarder(
         ("cut_stream", None),
         ("forwarded", "1"),
     ]
+
+
+def job_event(status: str) -> bytes:
+    return f"event: job\ndata: {json.dumps(job(status))}\n\n".encode()
+
+
+def unknown_then_resolved(handler: StubHandler) -> None:
+    """The gateway's own shape: audit events, then the job after each change."""
+    handler.start_stream()
+    handler.send(event(1, "attempt_running"), job_event("running"))
+    time.sleep(0.1)
+    handler.server.status = "unknown"
+    handler.send(event(2, "attempt_unknown"), job_event("unknown"))
+    handler.server.release.wait(0.4)  # an operator resolves it a moment later
+    handler.server.status = "succeeded"
+    handler.send(event(3, "attempt_resolved"), job_event("succeeded"))
+    handler.server.release.wait(10)
+
+
+async def test_the_job_comes_with_the_stream_and_until_follows_an_unknown_job(
+    stub: Callable[..., StubServer],
+) -> None:
+    server = stub(unknown_then_resolved, unknown_then_resolved)
+    statuses: list[JobStatus] = []
+    with Client(server.url, "oj_key") as onejob:
+        first = onejob.wait(JOB_ID, timeout=10, on_job=lambda j: statuses.append(j.status))
+    async with AsyncClient(server.url, "oj_key") as onejob_async:
+        server.status = "running"
+        decided = await onejob_async.wait(JOB_ID, timeout=10, until=is_decided)
+
+    assert first.status is JobStatus.UNKNOWN  # settled: the default stops here
+    assert statuses == [JobStatus.RUNNING, JobStatus.UNKNOWN]
+    assert decided.status is JobStatus.SUCCEEDED  # followed through unknown
+    assert server.job_reads == 0  # every job came with the stream: none was read
+    assert server.last_event_ids == [None, None]

@@ -31,6 +31,7 @@ from onejob_client import (
     StillInProgress,
     Unauthorized,
     Unavailable,
+    is_decided,
 )
 
 BASE = "http://onejob.test"
@@ -220,3 +221,18 @@ async def test_without_an_event_stream_the_wait_polls_with_prefer_wait(
     assert events.headers["accept"] == "text/event-stream"
     # The polls ask for what is left of the 30 s (a few ms less than 30: 29).
     assert [p.headers["prefer"] for p in polls] in (["wait=29"] * 2, ["wait=30"] * 2)
+
+
+async def test_polling_an_unknown_job_until_it_is_decided_waits_between_polls(
+    call: Callable[..., Any],
+) -> None:
+    gateway = Gateway(
+        lambda: httpx.Response(200, json={"job_id": "job_1", "events": []}),
+        lambda: httpx.Response(200, json=job("unknown")),
+        lambda: httpx.Response(200, json=job("unknown")),
+        lambda: httpx.Response(200, json=job("succeeded")),
+    )
+    both = Both()
+    done: Job = await call(gateway, "wait", "job_1", timeout=30, until=is_decided, both=both)
+    assert done.status is JobStatus.SUCCEEDED
+    assert both.slept == [1.0, 1.0]  # Prefer: wait answers unknown at once: no tight loop

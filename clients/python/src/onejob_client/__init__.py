@@ -41,6 +41,8 @@ from onejob_client.jobs import (
     Job,
     JobStatus,
     StillInProgress,
+    is_decided,
+    is_settled,
 )
 from onejob_client.protocol import VERSION as __version__
 from onejob_client.retry import RetryPolicy
@@ -77,5 +79,7 @@ __all__ = [
     "UnknownContract",
     "UnknownProvider",
     "__version__",
+    "is_decided",
+    "is_settled",
     "new_key",
 ]

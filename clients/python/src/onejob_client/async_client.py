@@ -16,8 +16,9 @@ import httpx
 
 from onejob_client.errors import AttemptInProgress, StreamUnsupported
 from onejob_client.intention import Intention
-from onejob_client.jobs import AttemptAdded, Created, FallbackOutcome, Job
+from onejob_client.jobs import AttemptAdded, Created, FallbackOutcome, Job, is_settled
 from onejob_client.protocol import (
+    STREAM_RECONNECT,
     STREAM_SILENCE,
     USER_AGENT,
     Call,
@@ -26,6 +27,7 @@ from onejob_client.protocol import (
     create_call,
     events_call,
     job_call,
+    job_of,
     may_have_settled,
     open_stream,
     read_attempt,
@@ -41,6 +43,7 @@ log = logging.getLogger("onejob_client")
 
 OnEvent = Callable[[ServerSentEvent], None]
 OnJob = Callable[[Job], None]
+Until = Callable[[Job], bool]
 
 
 class AsyncClient:
@@ -102,6 +105,7 @@ class AsyncClient:
         intention: Intention,
         *,
         timeout: float = 60.0,
+        until: Until | None = None,
         on_event: OnEvent | None = None,
         on_job: OnJob | None = None,
     ) -> Job:
@@ -109,24 +113,29 @@ class AsyncClient:
         created = await self.create_job(intention)
         if on_job is not None:
             on_job(created.job)
-        if created.job.settled:
+        if (until or is_settled)(created.job):
             return created.job
-        return await self.wait(created.job.id, timeout=timeout, on_event=on_event, on_job=on_job)
+        return await self.wait(
+            created.job.id, timeout=timeout, until=until, on_event=on_event, on_job=on_job
+        )
 
     async def wait(
         self,
         job_id: str,
         *,
         timeout: float = 60.0,
+        until: Until | None = None,
         on_event: OnEvent | None = None,
         on_job: OnJob | None = None,
     ) -> Job:
         """Return the job once it settles (or as it is after ``timeout`` seconds).
 
         Waits on the job's event stream when the gateway serves one (reconnecting with
-        ``Last-Event-ID`` after a drop), else with ``Prefer: wait`` polls.
+        ``Last-Event-ID`` after a drop), else with ``Prefer: wait`` polls. ``until(job)``
+        says when to stop: ``is_settled`` by default (``unknown`` included); pass
+        ``is_decided`` to follow an unknown job until someone resolves it.
         """
-        waiting = Waiting(timeout, self._clock())
+        waiting = Waiting(timeout, self._clock(), until)
         while True:
             if self.streams:
                 try:
@@ -138,7 +147,10 @@ class AsyncClient:
             else:
                 left = waiting.remaining(self._clock())
                 job = await self._observe(job_id, on_job, left if left >= 1 else None)
-            if job.settled or waiting.remaining(self._clock()) <= 0:
+                if job.settled and not waiting.until(job):
+                    # Prefer: wait answers a settled job at once: no tight loop.
+                    await self._sleep(min(STREAM_RECONNECT, waiting.remaining(self._clock())))
+            if waiting.until(job) or waiting.remaining(self._clock()) <= 0:
                 return job
 
     async def _observe(self, job_id: str, on_job: OnJob | None, wait: float | None = None) -> Job:
@@ -167,14 +179,21 @@ class AsyncClient:
                         for event in decoder.feed(chunk):
                             if on_event is not None:
                                 on_event(event)
-                            if may_have_settled(event):
+                            job = job_of(event)
+                            if job is not None:
+                                waiting.job_events = True
+                                if on_job is not None:
+                                    on_job(job)
+                            elif waiting.job_events or not may_have_settled(event):
+                                continue
+                            else:
                                 job = await self._observe(job_id, on_job)
-                                if job.settled:
-                                    return job
+                            if waiting.until(job):
+                                return job
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
             log.info("event stream of %s dropped (%s); resuming", job_id, type(exc).__name__)
         job = await self._observe(job_id, on_job)
-        if not job.settled:
+        if not waiting.until(job):
             waiting.reconnects += 1
             await self._sleep(min(waiting.reconnect_delay(), waiting.remaining(self._clock())))
         return job

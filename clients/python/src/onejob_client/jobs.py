@@ -22,6 +22,8 @@ class JobStatus(str, enum.Enum):
 
 #: The statuses ``Prefer: wait`` and ``wait`` stop at: nothing will change on its own.
 SETTLED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.UNKNOWN})
+#: The statuses the event stream ends at: decided (``unknown`` may still be resolved).
+DECIDED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 class AttemptState(str, enum.Enum):
@@ -105,9 +107,24 @@ class Job:
         return self.status in SETTLED
 
     @property
+    def decided(self) -> bool:
+        """Say whether the job is succeeded, failed or cancelled (``unknown`` is not)."""
+        return self.status in DECIDED
+
+    @property
     def blocking_attempt(self) -> Attempt | None:
         """Return the attempt that blocks a new one (starting, running or unknown)."""
         return next((a for a in self.attempts if a.state in IN_PROGRESS), None)
+
+
+def is_settled(job: Job) -> bool:
+    """Say whether nothing will change on ``job`` without someone acting (``wait``'s default)."""
+    return job.settled
+
+
+def is_decided(job: Job) -> bool:
+    """Say whether ``job`` is decided (``until=is_decided`` follows an unknown job)."""
+    return job.decided
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from onejob_client.jobs import (
     Created,
     Job,
     StillInProgress,
+    is_settled,
 )
 from onejob_client.sse import EVENT_STREAM, ServerSentEvent, SSEDecoder
 
@@ -159,6 +161,19 @@ def open_stream(response: httpx.Response) -> None:
         raise StreamUnsupported(f"GET {response.url.path} answered {media or 'no media type'}")
 
 
+def job_of(event: ServerSentEvent) -> Job | None:
+    """Return the job an ``event: job`` carries (the gateway sends one after each change)."""
+    if event.event != "job":
+        return None
+    data = event.json()
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Job.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def may_have_settled(event: ServerSentEvent) -> bool:
     """Say whether the job may have settled with ``event``: worth reading the job."""
     data = event.json()
@@ -178,10 +193,16 @@ def may_have_settled(event: ServerSentEvent) -> bool:
 class Waiting:
     """The state of one wait for a job to settle: deadline, stream position, fallback."""
 
-    def __init__(self, timeout: float, now: float) -> None:
+    def __init__(
+        self, timeout: float, now: float, until: Callable[[Job], bool] | None = None
+    ) -> None:
         self.deadline = now + timeout
+        #: when to stop: settled by default (``unknown`` included)
+        self.until: Callable[[Job], bool] = until or is_settled
         self.decoder = SSEDecoder()
         self.reconnects = 0  #: event streams reopened after a drop or a close
+        #: The stream sends the job itself after each change: no need to read it.
+        self.job_events = False
 
     def new_decoder(self) -> SSEDecoder:
         """Start reading a new stream, keeping the last event id (sent on reconnection)."""
