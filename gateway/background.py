@@ -20,15 +20,13 @@ import httpx
 
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock
-from gateway.domain.ports import Certifications, ContractSpec, JobStore
+from gateway.domain.ports import Certifications, Clock, ContractSpec, JobStore, Provider
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.settings import Settings
 from gateway.store.pg_connections import PostgresConnector
-from providers.base import Provider
 from providers.client import provider_client
 from providers.factory import build_provider
 

@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Protocol
 
 import sniffio
 
@@ -29,8 +28,7 @@ from gateway.background import (
     build_reconciler,
     provider_http_client,
 )
-from gateway.domain.clock import Clock
-from gateway.domain.ports import Certifications, ContractSpec, JobStore
+from gateway.domain.ports import BackgroundService, Certifications, Clock, ContractSpec, JobStore
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
@@ -41,14 +39,6 @@ from gateway.store.engine import is_sqlite
 from gateway.store.pg_connections import PostgresConnector
 
 log = logging.getLogger("onejob.runtime")
-
-
-class BackgroundService(Protocol):
-    """Something that runs beside the HTTP server for the app's lifetime."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,14 +33,14 @@ from typing import Any
 
 from gateway.dispatch.calling import output_violations
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock, SystemClock, aware
-from gateway.domain.ports import ContractSpec, JobStore
+from gateway.domain.clock import SystemClock, aware
+from gateway.domain.ports import Clock, ContractSpec, JobStore, Reconcilable
 from gateway.domain.records import AttemptRecord, TransitionOutcome, TransitionResult
 from gateway.domain.states import AttemptState
 from gateway.metrics import Metrics, ReconcileOutcome
 from gateway.settings import Settings
 from providers.base import ProviderError
-from providers.lookup import Reconcilable, StoredAnswer
+from providers.lookup import StoredAnswer
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The provider seam: one request in, one parsed result out, or an error that says which kind.
+"""What crosses the provider seam: one request in, one parsed result out, or an error that
+says which kind (the seam itself, ``Provider``, is declared in ``gateway.domain.ports``).
 
 Exception tree (translated at the edge, ``raise ... from exc``, like httpx)::
 
@@ -26,7 +27,7 @@ Two refusals are found before anything is sent; the adapter base turns each into
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -208,12 +209,3 @@ class SchemaNotSupported(ValueError):
         super().__init__(f"at {where}: {message}")
         self.path = path
 
-
-class Provider(Protocol):
-    """One configured provider, speaking one wire protocol over an injected client."""
-
-    name: str
-
-    async def call(self, request: ProviderRequest) -> ProviderResult:
-        """Call the provider once; raise a ``ProviderError`` subclass on failure."""
-        ...

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import httpx
 
-from providers.base import Provider
 from providers.config import ProviderConfig
+from providers.json_http_adapter import JsonHttpAdapter
 from providers.registry import plugin_for
 
 
-def build_provider(config: ProviderConfig, client: httpx.AsyncClient) -> Provider:
+def build_provider(config: ProviderConfig, client: httpx.AsyncClient) -> JsonHttpAdapter:
     """Return the adapter for ``config.protocol`` talking through ``client``."""
     return plugin_for(config.protocol).adapter(config, client)
 

@@ -1,7 +1,8 @@
 """Asking a provider, after the fact, whether it did an attempt's work (the reconcile seam).
 
 An adapter whose provider keeps what it answered (OpenAI stored chat completions) offers
-``lookup(downstream_key)``. What the answer proves:
+``lookup(downstream_key)`` (the ``Reconcilable`` seam of ``gateway.domain.ports``). What
+the answer proves:
 
 - a ``StoredAnswer``: the provider did the work under that key; its answer is attached
   (parsed, or the definite failure parsing it raised: a refusal, a truncation, not JSON);
@@ -13,7 +14,6 @@ An adapter whose provider keeps what it answered (OpenAI stored chat completions
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, runtime_checkable
 
 from providers.base import DefiniteFailure, ProviderError, ProviderResult
 
@@ -35,13 +35,3 @@ class LookupFailed(ProviderError):
     outcome = "unknown"
     reason = "lookup_failed"
 
-
-@runtime_checkable
-class Reconcilable(Protocol):
-    """A provider adapter that can be asked about an attempt after the fact."""
-
-    name: str
-
-    async def lookup(self, downstream_key: str, *, timeout: float) -> StoredAnswer | None:
-        """Return what the provider stored under ``downstream_key``; None when nothing."""
-        ...

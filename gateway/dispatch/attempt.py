@@ -22,12 +22,12 @@ from gateway.dispatch.hedging import Hedging
 from gateway.dispatch.lease import LeaseRenewal
 from gateway.dispatch.outcomes import Outcomes
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock, aware
-from gateway.domain.ports import ContractSpec, JobStore
+from gateway.domain.clock import aware
+from gateway.domain.ports import Clock, ContractSpec, JobStore, Provider
 from gateway.domain.records import AttemptRecord, ClaimedAttempt, JobRecord
 from gateway.metrics import Metrics
 from gateway.settings import Settings
-from providers.base import Provider, ProviderRequest
+from providers.base import ProviderRequest
 from providers.config import ProviderConfig
 
 #: The dispatcher's log lines share one logger, whichever module writes them.

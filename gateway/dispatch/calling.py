@@ -10,11 +10,10 @@ import time
 from typing import Any
 
 from gateway.domain.jsontext import find_unstorable
-from gateway.domain.ports import ContractSpec
+from gateway.domain.ports import ContractSpec, Provider
 from providers.base import (
     DefiniteFailure,
     OutcomeUnknown,
-    Provider,
     ProviderError,
     ProviderRequest,
     ProviderResult,

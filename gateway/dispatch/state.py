@@ -15,13 +15,12 @@ from collections.abc import Mapping
 
 from gateway.dispatch.attempt import AttemptExecutor
 from gateway.dispatch.routing import Routes
-from gateway.domain.clock import Clock, SystemClock
-from gateway.domain.ports import Certifications, ContractSpec, JobStore
+from gateway.domain.clock import SystemClock
+from gateway.domain.ports import Certifications, Clock, ContractSpec, JobStore, Provider
 from gateway.domain.records import JobRecord
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
-from providers.base import Provider
 from providers.config import ProviderConfig
 
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)

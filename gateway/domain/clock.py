@@ -1,21 +1,20 @@
-"""Injected time and identity, so timeouts and races are deterministic in tests."""
+"""Injected time and identity, so timeouts and races are deterministic in tests.
+
+The clocks and id factories here fill the ``Clock`` and ``IdFactory`` seams of
+``gateway.domain.ports``.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Protocol
+
+from gateway.domain.ports import Clock
 
 
 def aware(value: dt.datetime) -> dt.datetime:
     """Read a stored timestamp (naive means UTC) as timezone-aware."""
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-
-
-class Clock(Protocol):
-    """Tell the current time (UTC, timezone-aware)."""
-
-    def now(self) -> dt.datetime: ...
 
 
 class SystemClock:
@@ -39,12 +38,6 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds``."""
         self._now += dt.timedelta(seconds=seconds)
-
-
-class IdFactory(Protocol):
-    """Make new identifiers with a type prefix."""
-
-    def new(self, prefix: str) -> str: ...
 
 
 #: Crockford's base32, ULID's alphabet, two characters (10 bits) at a time.

@@ -1,7 +1,18 @@
-"""The seams the service layer and the dispatcher talk through (implemented in ``gateway.store``).
+"""Every seam of the gateway, in one file: what each side may count on from the other.
 
-Named after use cases, not CRUD. Every state change is one transaction whose guard is a
-conditional UPDATE; business outcomes come back as values (see ``records``).
+| seam | implemented by |
+|---|---|
+| ``JobStore`` (with ``ApiKeys``) | ``gateway.store.SqlJobStore`` (PostgreSQL and SQLite) |
+| ``Provider``, ``Reconcilable`` | the protocol adapters (``providers.<protocol>.adapter``) |
+| ``ContractSpec``, ``Certifications``, ``Verdict`` | ``contracts.loader``, ``contracts.registry`` |
+| ``LocalRunner`` | the dispatcher (``gateway.dispatch.first_attempts``) |
+| ``BackgroundService`` | the dispatcher and the LISTEN relay (``gateway.background``) |
+| ``Clock``, ``IdFactory`` | ``gateway.domain.clock`` (the system's, and manual ones for tests) |
+
+The store's methods are named after use cases, not CRUD. Every state change is one
+transaction whose guard is a conditional UPDATE; business outcomes come back as values
+(see ``records``). The implementations satisfy these structurally: none imports this file
+to inherit from it (the providers package sits below the gateway).
 """
 
 from __future__ import annotations
@@ -27,8 +38,9 @@ from gateway.domain.records import (
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 
 if TYPE_CHECKING:  # data models only: the domain runs without the providers package
-    from providers.base import ProviderRequest
+    from providers.base import ProviderRequest, ProviderResult
     from providers.config import ProviderConfig
+    from providers.lookup import StoredAnswer
 
 
 class ContractSpec(Protocol):
@@ -93,14 +105,41 @@ class Certifications(Protocol):
         ...
 
 
-class JobStore(Protocol):
-    """Durable jobs and attempts: the database decides every race."""
+class ApiKeys(Protocol):
+    """API keys: the principal behind a bearer key (DESIGN R1); only sha256s are stored."""
+
+    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
+        """Create a key; return ``(key_id, secret)``."""
+        ...
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Return the principal of an unrevoked key, or None (read on every request, so a
+        revoked key is refused at once by every process)."""
+        ...
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke a key; say whether it was active."""
+        ...
+
+
+class JobStore(ApiKeys, Protocol):
+    """Durable jobs and attempts, and the API keys that own them: the database decides
+    every race."""
 
     async def create_or_get(self, new: NewJob, claim: ClaimSpec | None = None) -> CreateResult:
         """Insert the job, its first attempt and events; on a key clash replay or conflict.
 
         With ``claim``, a created job's first attempt is inserted claimed by that worker.
         """
+        ...
+
+    async def create_or_get_for_key(
+        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
+    ) -> CreateResult | None:
+        """``create_or_get`` checking the API key in the creating statement, for the owner
+        of the key ``secret`` (``new.owner_id`` unused); None when that cannot be told in
+        one statement: the key is unknown or revoked, or the key's job is not visible yet.
+        The caller then authenticates and creates."""
         ...
 
     async def get_job(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
@@ -268,33 +307,53 @@ class JobStore(Protocol):
         ...
 
 
-class ApiKeys(Protocol):
-    """API keys: the principal behind a bearer key (DESIGN R1); only sha256s are stored."""
+class Provider(Protocol):
+    """One configured provider, speaking one wire protocol over an injected client."""
 
-    async def create_api_key(self, owner_id: str, scopes: frozenset[str]) -> tuple[str, str]:
-        """Create a key; return ``(key_id, secret)``."""
-        ...
+    name: str
 
-    async def authenticate(self, secret: str) -> Principal | None:
-        """Return the principal of an unrevoked key, or None (read on every request, so a
-        revoked key is refused at once by every process)."""
-        ...
-
-    async def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke a key; say whether it was active."""
+    async def call(self, request: ProviderRequest) -> ProviderResult:
+        """Call the provider once; raise a ``providers.base.ProviderError`` on failure."""
         ...
 
 
 @runtime_checkable
-class KeyedCreation(Protocol):
-    """A store that checks the caller's API key in the statement that creates its job."""
+class Reconcilable(Protocol):
+    """A provider adapter that can be asked about an attempt after the fact
+    (``providers.lookup`` says what each answer proves)."""
 
-    async def create_or_get_for_key(
-        self, secret: str, new: NewJob, claim: ClaimSpec | None = None
-    ) -> CreateResult | None:
-        """``create_or_get`` for the owner of the key ``secret`` (``new.owner_id`` unused);
-        None when that cannot be told in one statement: the key is unknown or revoked, or
-        the key's job is not visible yet. The caller then authenticates and creates."""
+    name: str
+
+    async def lookup(self, downstream_key: str, *, timeout: float) -> StoredAnswer | None:
+        """Return what the provider stored under ``downstream_key``; None when nothing."""
+        ...
+
+
+class BackgroundService(Protocol):
+    """Something that runs beside the HTTP server for the app's lifetime."""
+
+    async def start(self) -> None:
+        """Start; return once running."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop what was started; return once stopped."""
+        ...
+
+
+class Clock(Protocol):
+    """Tell the current time (UTC, timezone-aware)."""
+
+    def now(self) -> dt.datetime:
+        """Return the current time."""
+        ...
+
+
+class IdFactory(Protocol):
+    """Make new identifiers with a type prefix."""
+
+    def new(self, prefix: str) -> str:
+        """Return a new ``<prefix>_<id>``."""
         ...
 
 

@@ -10,6 +10,7 @@ to send and when the stream ends (``gateway.service.following``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,17 +30,17 @@ def wants_stream(accept: str | None) -> bool:
     return accept is not None and EVENT_STREAM in accept.lower()
 
 
+#: An event id as the stream sends it: decimal digits, within a signed 64-bit integer.
+EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
 def last_event_id(value: str | None) -> int | None:
-    """Read ``Last-Event-ID``: an event id the stream sent (a 400 otherwise)."""
-    if value is None or not value.strip():
+    """Read ``Last-Event-ID``: an event id the stream sent, or empty (a 400 otherwise)."""
+    if not value:
         return None
-    try:
-        seen = int(value.strip())
-    except ValueError:
-        raise BadRequest("Last-Event-ID must be an event id this stream sent.") from None
-    if seen < 0:
+    if EVENT_ID.fullmatch(value) is None:
         raise BadRequest("Last-Event-ID must be an event id this stream sent.")
-    return seen
+    return int(value)
 
 
 def stream_response(changes: AsyncIterator[Change]) -> ServerSentEvent:

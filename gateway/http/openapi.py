@@ -294,8 +294,9 @@ def _declare_event_stream(openapi: OpenAPI) -> None:
             name="Last-Event-ID",
             param_in="header",
             required=False,
-            description="The id of the last event received: the stream resumes after it.",
-            schema=Schema(type=OpenAPIType.STRING, pattern="^[0-9]+$"),
+            description="The id of the last event received: only later events are sent, "
+            "as a stream or as JSON (empty: from the start).",
+            schema=Schema(type=OpenAPIType.STRING, pattern="^[0-9]{0,18}$"),
         ),
     ]
 

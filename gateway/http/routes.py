@@ -183,11 +183,11 @@ async def job_events(
     with ``Accept: text/event-stream``, follow it as it grows, until the job is done."""
     note_job(request, job_id)
     service = service_of(request)
+    after = last_event_id(request.headers.get("last-event-id"))
     if wants_stream(request.headers.get("accept")):
-        after = last_event_id(request.headers.get("last-event-id"))
         job = await service.get_job(principal, job_id)
         return stream_response(service.follow(job, after))
-    events = await service.job_events(principal, job_id)
+    events = await service.job_events(principal, job_id, after)
     return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 

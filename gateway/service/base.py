@@ -14,11 +14,9 @@ from typing import Any
 
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
-    ApiKeys,
     Certifications,
     ContractSpec,
     JobStore,
-    KeyedCreation,
     LocalRunner,
     Verdict,
 )
@@ -60,11 +58,8 @@ class ServiceBase:
         certifications: Certifications | None = None,
         hub: ChangeHub | None = None,
         metrics: Metrics | None = None,
-        keys: ApiKeys | None = None,
     ) -> None:
         self.store = store
-        #: Where API keys live (the store implements both seams).
-        self.keys: ApiKeys = keys if keys is not None else store  # type: ignore[assignment]
         self.settings = settings
         self.catalog = catalog
         self.certifications: Certifications = certifications or NoCertifications()
@@ -77,8 +72,6 @@ class ServiceBase:
             self.certifications,
         )
         self._runner: LocalRunner | None = None
-        #: Checks the API key in the creating statement, where the store can.
-        self._keyed = store if keys is None and isinstance(store, KeyedCreation) else None
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""

@@ -82,9 +82,9 @@ class Jobs(ServiceBase):
         owner's idempotency key already made (replay or conflict); ``Unauthorized`` for
         an unknown or revoked key.
 
-        Where the store can (``KeyedCreation``: PostgreSQL), the key is checked by the
-        statement that creates the job, so it costs no round trip of its own, and it is
-        still read on every request: a revoked key is refused at once.
+        The store checks the key as it creates (``JobStore.create_or_get_for_key``: on
+        PostgreSQL in the creating statement itself, so it costs no round trip of its
+        own), and it is still read on every request: a revoked key is refused at once.
         """
         result = await self._create(new, secret)
         if result.outcome is CreateOutcome.CREATED:
@@ -97,7 +97,7 @@ class Jobs(ServiceBase):
 
     async def authenticate(self, secret: str) -> Principal | None:
         """Return the principal of an unrevoked API key, or None."""
-        return await self.keys.authenticate(secret)
+        return await self.store.authenticate(secret)
 
     async def require_key(self, secret: str) -> Principal:
         """Return the principal of an unrevoked API key; raise ``Unauthorized`` otherwise."""
@@ -116,10 +116,7 @@ class Jobs(ServiceBase):
         claim = await runner.reserve(new.provider, new) if runner is not None else None
         slot = runner if claim is not None else None  # the runner whose slot is reserved
         try:
-            if self._keyed is not None:
-                result = await self._keyed.create_or_get_for_key(secret, new, claim)
-            else:
-                result = await self._create_as_owner(secret, new, claim)
+            result = await self.store.create_or_get_for_key(secret, new, claim)
         except BaseException:
             if slot is not None:
                 slot.release()
@@ -150,10 +147,12 @@ class Jobs(ServiceBase):
             dataclasses.replace(new, owner_id=principal.owner_id), claim
         )
 
-    async def job_events(self, principal: Principal, job_id: str) -> list[EventRecord]:
-        """Return the audit trail of one of the caller's jobs."""
+    async def job_events(
+        self, principal: Principal, job_id: str, after: int | None = None
+    ) -> list[EventRecord]:
+        """Return the audit trail of one of the caller's jobs (past the event ``after``)."""
         job = await self.get_job(principal, job_id)
-        return await self.store.events(job.id)
+        return await self.store.events(job.id, after=after)
 
     async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""

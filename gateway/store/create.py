@@ -461,7 +461,7 @@ class Batches(Protocol):
 
 
 class Creating:
-    """The store's creation use cases (``JobStore.create_or_get``, ``KeyedCreation``)."""
+    """The store's creation use cases (``JobStore.create_or_get`` and ``create_or_get_for_key``)."""
 
     creation: Creation
 
@@ -472,7 +472,7 @@ class Creating:
     async def create_or_get_for_key(
         self, secret: str, new: NewJob, claim: ClaimSpec | None = None
     ) -> CreateResult | None:
-        """``create_or_get`` for the owner of the API key ``secret`` (``KeyedCreation``).
+        """``create_or_get`` for the owner of the API key ``secret``.
 
         None: the key is unknown or revoked, or (PostgreSQL) the key's job is not visible
         yet; the caller reads the key and creates without it.

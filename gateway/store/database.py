@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from gateway.domain.clock import Clock, IdFactory
+from gateway.domain.ports import Clock, IdFactory
 from gateway.domain.records import JobRecord
 from gateway.notify import ChangeHub
 from gateway.settings import DatabaseConfig, ShortcutsConfig

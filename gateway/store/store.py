@@ -25,7 +25,8 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.domain.clock import Clock, IdFactory, SystemClock, UlidFactory
+from gateway.domain.clock import SystemClock, UlidFactory
+from gateway.domain.ports import Clock, IdFactory
 from gateway.notify import ChangeHub
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store.attempts import Attempts

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gateway.domain.clock import IdFactory
 from gateway.domain.guards import blocking_attempt
 from gateway.domain.jsontext import scrub
+from gateway.domain.ports import IdFactory
 from gateway.domain.records import AttemptRecord, JobRecord, TransitionOutcome, TransitionResult
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.store.events import INSERT_EVENTS, insert_events_statement

@@ -93,9 +93,14 @@ async def test_last_event_id_resumes_after_the_event_it_names(
         headers = {**keys.auth(), **STREAM, "Last-Event-ID": str(first)}
         async with http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as response:
             resumed = [m async for m in events(response)]
+        # The JSON answer honours it too: the same events past the one named.
+        later = await http.get(
+            f"/v1/jobs/{job_id}/events", headers={**keys.auth(), "Last-Event-ID": str(first)}
+        )
     ids = [int(m["id"]) for m in resumed if "id" in m]
     assert ids and min(ids) > first
     assert len(ids) == len(everything.json()["events"]) - 1
+    assert [e["id"] for e in later.json()["events"]] == ids
 
 
 async def test_a_bad_last_event_id_is_400_and_anothers_job_404(
@@ -103,12 +108,15 @@ async def test_a_bad_last_event_id_is_400_and_anothers_job_404(
 ) -> None:
     async with serving(served, app) as http:
         job_id = await create(http, keys)
-        bad = await http.get(
-            f"/v1/jobs/{job_id}/events",
-            headers={**keys.auth(), **STREAM, "Last-Event-ID": "yesterday"},
-        )
-        assert bad.status_code == 400
-        assert bad.headers["content-type"].startswith("application/problem+json")
+        # Not an id, signed, beyond a 64-bit integer (a 500 on PostgreSQL if it got through)
+        for value in ("yesterday", "-1", "+1", "1.0", "9" * 19):
+            for accept in (STREAM, {}):  # as a stream or as JSON
+                bad = await http.get(
+                    f"/v1/jobs/{job_id}/events",
+                    headers={**keys.auth(), **accept, "Last-Event-ID": value},
+                )
+                assert bad.status_code == 400, value
+                assert bad.headers["content-type"].startswith("application/problem+json")
         theirs = await http.get(f"/v1/jobs/{job_id}/events", headers={**keys.auth("bob"), **STREAM})
         assert theirs.status_code == 404
 

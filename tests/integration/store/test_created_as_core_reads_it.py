@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from gateway.domain.clock import Clock
+from gateway.domain.ports import Clock
 from gateway.domain.records import AddAttemptOutcome, ClaimSpec, CreateOutcome, FinalizeOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.store import SqlJobStore, open_store

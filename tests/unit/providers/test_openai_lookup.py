@@ -12,9 +12,10 @@ import pydantic
 import pytest
 import respx
 
+from gateway.domain.ports import Reconcilable
 from providers.base import ProviderRequest, Refused
 from providers.config import ProviderConfig
-from providers.lookup import LookupFailed, Reconcilable
+from providers.lookup import LookupFailed
 from providers.openai import OpenAIAdapter
 
 TLS = ssl.create_default_context()
