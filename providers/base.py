@@ -208,4 +208,3 @@ class SchemaNotSupported(ValueError):
         where = "/".join(path) or "(root)"
         super().__init__(f"at {where}: {message}")
         self.path = path
-

@@ -34,4 +34,3 @@ class LookupFailed(ProviderError):
 
     outcome = "unknown"
     reason = "lookup_failed"
-

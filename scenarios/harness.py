@@ -186,9 +186,7 @@ class Harness:
         # A process gets none of this one's settings, but which path the shortcuts take
         # (``ONEJOB_SHORTCUTS=off``: the run that checks the plain library path).
         env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("ONEJOB_") or k == SHORTCUTS_ENV
+            k: v for k, v in os.environ.items() if not k.startswith("ONEJOB_") or k == SHORTCUTS_ENV
         }
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra or {})
