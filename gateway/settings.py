@@ -71,6 +71,39 @@ class ReconcilerConfig(BaseModel):
     batch: int = Field(default=200, ge=1, le=1000)  # unknown attempts read per pass
 
 
+class ShadowConfig(BaseModel):
+    """Shadow checks (issue 38): succeeded jobs of hedgeable contracts re-run on each
+    certified fallback, off the hot path, to measure agreement on production inputs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Fraction of succeeded jobs re-run on each certified fallback; 0 turns it off.
+    sample_rate: float = Field(default=0.0, ge=0, le=1)
+    #: Shadow provider calls per hour at most, over every process sharing the database.
+    calls_per_hour: int = Field(default=60, ge=0, le=100_000)
+    min_interval: float = Field(default=1.0, ge=0)  # seconds between two calls of a process
+    interval: float = Field(default=10.0, gt=0)  # seconds between passes
+    lookback: float = Field(default=3600.0, gt=0)  # seconds: older succeeded jobs are not sampled
+    batch: int = Field(default=100, ge=1, le=1000)  # succeeded jobs read per pass
+    #: Disagreement rate at or above which failover to the fallback is suspended ...
+    threshold: float = Field(default=0.2, gt=0, le=1)
+    min_samples: int = Field(default=20, ge=1)  # ... once this many checks were judged
+    window: int = Field(default=200, ge=1)  # the pair's newest judged checks the rate is over
+
+
+class CertificationConfig(BaseModel):
+    """The re-certification pass of ``onejob worker`` (``onejob certify --due`` for cron)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recertify: bool = True  #: ``onejob worker`` re-certifies certificates about to expire
+    within_days: float = Field(default=7.0, ge=0)  # days before expiry a certificate is due
+    interval: float = Field(default=3600.0, gt=0)  # seconds between passes
+    validity_days: float = Field(default=30.0, gt=0)  # days a new certificate stays valid
+    repeats: int = Field(default=3, ge=1, le=20)  # k of pass^k
+    report_dir: str = "reports/out"  #: where a pass writes its reports
+
+
 class DatabaseConfig(BaseModel):
     """How long the gateway waits on its database: every wait has a deadline.
 
@@ -182,6 +215,8 @@ class Settings(BaseModel):
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     dispatcher: DispatcherConfig = DispatcherConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
+    shadow: ShadowConfig = ShadowConfig()
+    certification: CertificationConfig = CertificationConfig()
     database: DatabaseConfig = DatabaseConfig()
     #: ``ONEJOB_SHORTCUTS=off`` turns every one off, over the file's ``[shortcuts]``.
     shortcuts: ShortcutsConfig = Field(default_factory=ShortcutsConfig.from_env)
