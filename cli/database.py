@@ -79,8 +79,8 @@ def register(subcommands: Subcommands) -> None:
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     """Upgrade the database schema to the newest migration."""
+    from gateway.database_url import redacted
     from gateway.logging import configure_logging
-    from gateway.server import redacted
     from gateway.store import upgrade_database
 
     settings = settings_from(args)

@@ -8,6 +8,7 @@ importing the contract suite or the scenario runner.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -16,6 +17,7 @@ from cli import certify, database, reconcile, scenarios, serve, sim, worker
 from cli.arguments import Subcommands
 
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by a signal"
+EXIT_CANNOT_START = 2  # the settings or the database refused: nothing ran
 
 
 class CommandModule(Protocol):
@@ -42,6 +44,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="onejob", description="Keep one user intention as one job."
     )
+    parser.add_argument("--version", action="version", version=f"onejob {version()}")
     subcommands = parser.add_subparsers(dest="command", required=True)
     command = _command_in(argv)
     for module in MODULES:
@@ -53,10 +56,31 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """Return the installed distribution's version."""
+    try:
+        return importlib.metadata.version("onejob")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout not installed
+        return "unknown"
+
+
+def _command_words(args: argparse.Namespace) -> str:
+    """Return the command as typed: ``keys create``, ``serve``."""
+    names = ("command", "db_command", "keys_command", "jobs_command", "sim_command")
+    return " ".join(str(getattr(args, name)) for name in names if getattr(args, name, None))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    from cli.errors import explain
+
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        if (line := explain(exc)) is None:
+            raise
+        print(f"onejob {_command_words(args)}: {line}", file=sys.stderr)
+        return EXIT_CANNOT_START

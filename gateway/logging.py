@@ -24,7 +24,13 @@ DRIVER_LOG_CAPS = {
     "aiosqlite": logging.WARNING,
     "asyncpg": logging.WARNING,
     "alembic": logging.INFO,
+    # Alembic's plug-in set-up says seven lines at every start; a migration that runs
+    # still logs at INFO (``alembic.runtime.migration``).
+    "alembic.runtime.plugins": logging.WARNING,
 }
+#: What Alembic says before every run, migration or not: dropped, so a start that
+#: migrates nothing says nothing; each migration it runs keeps its INFO line.
+ALEMBIC_PREAMBLE = ("Context impl ", "Will assume ")
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -49,6 +55,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+def _not_alembic_preamble(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(ALEMBIC_PREAMBLE)
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send every log record to stderr as JSON lines; never a statement's parameters."""
     handler = logging.StreamHandler(sys.stderr)
@@ -61,6 +71,9 @@ def configure_logging(level: str = "INFO") -> None:
         logger.setLevel(max(cap, root.level))
         logger.handlers[:] = []
         logger.propagate = True
+    migration = logging.getLogger("alembic.runtime.migration")
+    if _not_alembic_preamble not in migration.filters:
+        migration.addFilter(_not_alembic_preamble)
     logging.captureWarnings(True)  # Python warnings become JSON lines on ``py.warnings``
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
+from gateway.database_url import redacted
 from gateway.http.edge import edge_protocol
 from gateway.metrics import MULTIPROC_DIR_ENV
 from gateway.settings import Settings
@@ -215,12 +216,3 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
             return
         time.sleep(0.05)
     raise SystemExit(f"the bundled simulator did not listen on {host}:{port}")
-
-
-def redacted(url: str) -> str:
-    """Hide a password in a database URL."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url
-    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"

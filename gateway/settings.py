@@ -7,15 +7,16 @@ root) and tests build ``Settings`` directly.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.database_url import check_database_url
+from gateway.database_url import database_on_this_host as database_on_this_host
 from providers.config import ProviderConfig
 
 #: Where cgroup v2 says a container's CPU quota ("max 100000", or "200000 100000").
@@ -25,6 +26,13 @@ MAX_WORKERS = 64  # server processes of one host, at most
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./onejob.db"
 DEFAULT_SIM_PORT = 8765
 SHORTCUTS_ENV = "ONEJOB_SHORTCUTS"  #: ``off``: every speed shortcut runs its plain path
+
+
+class SettingsError(ValueError):
+    """The settings cannot be read: a missing or malformed file, or a value refused.
+
+    Its message is for the operator, a line or a few, each naming what to change.
+    """
 
 
 class RouteConfig(BaseModel):
@@ -222,6 +230,12 @@ class Settings(BaseModel):
     shortcuts: ShortcutsConfig = Field(default_factory=ShortcutsConfig.from_env)
     simulator: SimulatorConfig = SimulatorConfig()
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_has_our_driver(cls, url: str) -> str:
+        check_database_url(url)
+        return url
+
     @model_validator(mode="before")
     @classmethod
     def _name_providers(cls, data: Any) -> Any:
@@ -315,45 +329,6 @@ def default_workers(database_url: str) -> int:
     return max(1, cpus // 2) if database_on_this_host(database_url) else cpus
 
 
-def database_on_this_host(database_url: str, env: Mapping[str, str] | None = None) -> bool:
-    """Say whether a PostgreSQL URL reaches this machine only: every host it names (the
-    URL's, or its ``host=`` query parameters, which the driver prefers) is a loopback
-    address or a Unix socket directory; no host at all is ``PGHOST``'s, else the
-    driver's default socket. A proxy on localhost in front of a remote database counts
-    as local: set ``workers`` there."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        url = make_url(database_url)
-    except (ArgumentError, ValueError):  # a malformed URL is refused where it is opened
-        return False
-    query_host = url.query.get("host")
-    named = query_host if isinstance(query_host, tuple) else (query_host,)
-    hosts = [h for value in named if value for h in value.split(",")]
-    if not hosts:
-        hosts = [url.host or (os.environ if env is None else env).get("PGHOST", "")]
-    return all(_local_host(h) for h in hosts)
-
-
-def _local_host(host: str) -> bool:
-    """A Unix socket directory, no host (the default socket), ``localhost`` or a loopback
-    address, with or without a port (``[::1]:5432``, ``127.0.0.1:5432``)."""
-    host = host.strip().lower()
-    if host.startswith("/") or host in ("", "localhost"):
-        return True
-    if host.startswith("["):
-        host = host[1:].partition("]")[0]
-    elif host.count(":") == 1:  # name:port; more colons is a bare IPv6 address
-        host = host.partition(":")[0]
-        if host == "localhost":
-            return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name other than localhost
-        return False
-
-
 def usable_cpus(cpu_max: Path | None = None) -> int:
     """Return the CPUs this process may use: its affinity mask, capped by a cgroup v2
     CPU quota (``docker --cpus``, a Kubernetes limit) rounded up, at most ``MAX_WORKERS``."""
@@ -380,17 +355,70 @@ def load_settings(
     if path is None and Path("onejob.toml").is_file():
         path = "onejob.toml"
     if path is not None:
-        with open(path, "rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
+        data: dict[str, Any] = _read_file(Path(path))
     else:
-        data = simulator_defaults(port=int(env.get("ONEJOB_SIM_PORT", DEFAULT_SIM_PORT)))
+        data = simulator_defaults(port=_sim_port(env))
+    origins: dict[str, str] = {}  # a setting -> the variable or option that set it
     for var, field in _ENV_FIELDS.items():
         if var in env:
             data[field] = env[var]
+            origins[field] = var
     for var, field in _ENV_DATABASE_FIELDS.items():
         if var in env:
             data["database"] = {**data.get("database", {}), field: env[var]}
-    if ShortcutsConfig.from_env(env) == ShortcutsConfig.all_off():
-        data["shortcuts"] = ShortcutsConfig.all_off().model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings.model_validate(data)
+            origins[f"database.{field}"] = var
+    try:
+        if ShortcutsConfig.from_env(env) == ShortcutsConfig.all_off():
+            data["shortcuts"] = ShortcutsConfig.all_off().model_dump()
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    for key, value in overrides.items():
+        if value is not None:
+            data[key] = value
+            origins[key] = "--" + key.replace("_", "-")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, path, origins)) from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """Read the TOML file, or say in a line why it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SettingsError(
+            f"no configuration file at {path} (named by --config or ONEJOB_CONFIG); "
+            "fix the path, or copy onejob.example.toml there"
+        ) from None
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from None
+
+
+def _sim_port(env: Mapping[str, str]) -> int:
+    text = env.get("ONEJOB_SIM_PORT", str(DEFAULT_SIM_PORT))
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise SettingsError(f"ONEJOB_SIM_PORT must be a port number, not {text!r}")
+    return int(text)
+
+
+def _describe(exc: ValidationError, path: str | Path | None, origins: Mapping[str, str]) -> str:
+    """Say what a validation error refused, a line per setting, and where it was set."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "settings"
+        if where in origins:
+            where = f"{origins[where]} ({where})"
+        elif path is not None:
+            where = f"{path}: {where}"
+        if error["type"] == "extra_forbidden":
+            what = "not a setting (check its spelling in docs/configuration.md)"
+        elif error["type"] == "value_error":
+            what = str(error.get("ctx", {}).get("error", error["msg"]))
+        else:
+            what = f"{error['msg']} (got {error.get('input')!r})"
+        lines.append(f"{where}: {what}")
+    return "\n".join(lines)
