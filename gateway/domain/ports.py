@@ -152,6 +152,10 @@ class JobStore(ApiKeys, Protocol):
         """List an owner's jobs newest first, with the cursor of the next page."""
         ...
 
+    async def get_job_by_key(self, owner_id: str, idempotency_key: str) -> JobRecord | None:
+        """Load the job an owner's Idempotency-Key made, with its attempts (None: none)."""
+        ...
+
     async def add_attempt(
         self,
         job_id: str,

@@ -89,6 +89,13 @@ ATTEMPTS_LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"
 #: What ``encode_cursor`` makes: unpadded base64url. Only a cursor this gateway issued to
 #: this owner is accepted (400 otherwise), which no document can list.
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+#: An Idempotency-Key as stored: 1-255 printable ASCII characters, an sf-string unquoted.
+KEY_PATTERN = r"^[ -~]{1,255}$"
+KEY_DOC = (
+    "The job this Idempotency-Key made for the owner (as the job's `idempotency_key` shows "
+    "it: an sf-string without its quotes); the page holds it or nothing. No `cursor`."
+)
+OWNER_DOC = "Whose jobs: the caller's by default; another owner's needs the admin scope (403)."
 _WAIT = re.compile(r"^\s*wait\s*=\s*\"?(\d{1,6})\"?\s*$", re.IGNORECASE)
 
 
@@ -191,17 +198,29 @@ async def job_events(
     return Response(content={"job_id": job_id, "events": [event_view(e) for e in events]})
 
 
-@get("/jobs", responses={200: answer(JobPage, "A page of jobs"), **problems(400)})
+@get("/jobs", responses={200: answer(JobPage, "A page of jobs"), **problems(400, 403)})
 async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
     limit: Annotated[str | None, QueryParameter(pattern=JOBS_LIMIT_PATTERN)] = None,
     cursor: Annotated[str | None, QueryParameter(pattern=CURSOR_PATTERN)] = None,
+    owner: Annotated[
+        str | None, QueryParameter(min_length=1, max_length=200, description=OWNER_DOC)
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, QueryParameter(pattern=KEY_PATTERN, description=KEY_DOC)
+    ] = None,
 ) -> Response[Any]:
-    """List the caller's jobs, newest first, a page at a time."""
+    """List the caller's jobs (an admin: any owner's), newest first, a page at a time; or
+    find the one job an owner's Idempotency-Key made."""
     jobs, next_cursor = await service_of(request).list_jobs(
-        principal, status=status, limit=int(limit or 20), cursor=cursor
+        principal,
+        status=status,
+        limit=int(limit or 20),
+        cursor=cursor,
+        owner=owner,
+        idempotency_key=idempotency_key,
     )
     return Response(content={"jobs": [job_view(j) for j in jobs], "next_cursor": next_cursor})
 

@@ -170,8 +170,17 @@ class Jobs(ServiceBase):
         status: str | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        owner: str | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[list[JobRecord], str | None]:
-        """List the caller's jobs, newest first; return the page and the next cursor."""
+        """List an owner's jobs, newest first; return the page and the next cursor.
+
+        The owner is the caller's unless ``owner`` names another (admin only: 403). With
+        ``idempotency_key`` the page is the one job that key made for that owner, or none.
+        """
+        listed = principal.owner_id if owner is None else owner
+        if listed != principal.owner_id:
+            self.require_admin(principal)
         try:
             wanted = JobStatus(status) if status is not None else None
         except ValueError:
@@ -180,10 +189,14 @@ class Jobs(ServiceBase):
             ) from None
         if not 1 <= limit <= MAX_PAGE:
             raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+        if idempotency_key is not None:
+            if cursor is not None:
+                raise BadRequest("An Idempotency-Key names one job: it takes no cursor.")
+            job = await self.store.get_job_by_key(listed, idempotency_key)
+            found = job is not None and (wanted is None or job.status is wanted)
+            return ([job] if found and job is not None else []), None
         try:
-            return await self.store.list_jobs(
-                principal.owner_id, status=wanted, limit=limit, cursor=cursor
-            )
+            return await self.store.list_jobs(listed, status=wanted, limit=limit, cursor=cursor)
         except ValueError as exc:
             raise BadRequest("The cursor is not valid.") from exc
 

@@ -1,4 +1,5 @@
-"""Reading jobs and attempts: a job with its attempts, an owner's list, attempts by state.
+"""Reading jobs and attempts: a job with its attempts (by id, or by its owner's
+Idempotency-Key), an owner's list, attempts by state.
 
 Reads run in a read-only transaction (SQLite: ``BEGIN DEFERRED``, so a read never takes
 the write lock). An owner's jobs are listed newest first (ids are time-ordered ULIDs)
@@ -23,7 +24,7 @@ from gateway.store.rows import (
     job_record,
 )
 from gateway.store.tables import attempts, jobs
-from gateway.store.transaction import ATTEMPT_ROW, load_job
+from gateway.store.transaction import ATTEMPT_ROW, ATTEMPT_ROWS, load_job
 
 
 class Reading:
@@ -77,6 +78,22 @@ class Reading:
         result = [job_record(r, by_job.get(r.id, [])) for r in page]
         next_cursor = encode_cursor(page[-1].id) if len(rows) > limit else None
         return result, next_cursor
+
+    async def get_job_by_key(self, owner_id: str, idempotency_key: str) -> JobRecord | None:
+        """Load the job an owner's Idempotency-Key made, with its attempts (None: none).
+
+        The (owner_id, idempotency_key) UNIQUE constraint's index answers it on both
+        databases: the owner is compared as that index compares it (no ``COLLATE "C"``).
+        """
+        query = sa.select(jobs).where(
+            jobs.c.owner_id == owner_id, jobs.c.idempotency_key == idempotency_key
+        )
+        async with self.db.read() as conn:
+            row = (await conn.execute(query)).one_or_none()
+            if row is None:
+                return None
+            rows = (await conn.execute(ATTEMPT_ROWS, {"job_id": row.id})).all()
+        return job_record(row, rows)
 
     async def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
         """Load one attempt by id (any owner)."""
