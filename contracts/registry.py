@@ -39,32 +39,40 @@ with P``), since agreement is computed from the two certificates' evidence
 (``contracts.evidence``). ``variants``, ``variant_evidence``, ``usage`` and ``budget``
 (issue 38) extend it the same way: the variants of two certificates drawn with one seed are
 compared too, and a certificate that failed them (or its budget) failed.
+``suspensions`` (issue 38, ``contracts.suspensions``) lists the pairs the gateway's shadow
+checks suspended; a suspended pair is refused until the fallback is certified again. The
+file's reading and writing (under a lock: the gateway writes suspensions while ``onejob
+certify`` writes certificates) is ``contracts.registry_file``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts import suspensions as susp
 from contracts.evidence import compare_evidence
 from contracts.model import Contract
+from contracts.registry_file import (
+    FORMAT,
+    KEY_FIELDS,
+    RegistryError,
+    locked,
+    read_document,
+    write_document,
+)
+from contracts.registry_file import iso as _iso
+from contracts.registry_file import parse_time as _parse_time
 from providers.config import ProviderConfig
 
-FORMAT = "onejob.certifications/1"
+__all__ = ["FORMAT", "KEY_FIELDS", "CertificationRegistry", "RegistryError", "Verdict"]
+
 DEFAULT_VALIDITY = dt.timedelta(days=30)
 CERTIFYING_MODES = frozenset({"live", "record"})
-KEY_FIELDS = ("contract", "contract_fingerprint", "provider", "model", "adapter_version", "mode")
-
-
-class RegistryError(Exception):
-    """The registry file cannot be read as ``onejob.certifications/1``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,7 +82,8 @@ class Verdict:
     allowed: bool
     #: ``certified``, ``missing certificate for P on C``, ``failed``, ``expired``,
     #: ``fingerprint changed``, ``model changed``, ``adapter changed``, ``registry unreadable``,
-    #: ``no agreement evidence with P``, ``disagrees with primary``.
+    #: ``no agreement evidence with P``, ``disagrees with primary``, ``suspended`` (shadow
+    #: checks on production jobs disagreed: ``contracts.suspensions``).
     reason: str
     detail: str = ""  #: one human sentence naming the provider and the certificate
 
@@ -89,15 +98,6 @@ def adapter_version_of(protocol: str) -> str:
     return str(adapter_version(protocol))
 
 
-def _iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def _parse_time(text: str) -> dt.datetime:
-    t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-
 class CertificationRegistry:
     """Certificates in a JSON file; re-read when the file's mtime or size changes."""
 
@@ -109,6 +109,7 @@ class CertificationRegistry:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._entries: list[dict[str, Any]] = []
+        self._suspensions: list[dict[str, Any]] = []
         #: Why the file could not be read (then every verdict refuses), or None.
         self.error: str | None = None
 
@@ -117,43 +118,71 @@ class CertificationRegistry:
         self._refresh()
         return list(self._entries)
 
+    def suspensions(self) -> list[dict[str, Any]]:
+        """Return every suspension, cleared ones too, oldest first (``contracts.suspensions``)."""
+        self._refresh()
+        return [dict(s) for s in self._suspensions]
+
     def _refresh(self) -> None:
         with self._lock:
             try:
                 st = self.path.stat()
             except FileNotFoundError:
-                self._stamp, self._entries, self.error = None, [], None
+                self._stamp, self._entries, self._suspensions, self.error = None, [], [], None
                 return
             stamp = (st.st_mtime_ns, st.st_size)
             if stamp == self._stamp:
                 return
             try:
-                self._entries, self.error = _read(self.path), None
+                self._entries, self._suspensions = read_document(self.path)
+                self.error = None
             except RegistryError as exc:
                 # Fail closed: an unreadable registry certifies nothing.
-                self._entries, self.error = [], str(exc)
+                self._entries, self._suspensions, self.error = [], [], str(exc)
             self._stamp = stamp
 
     def record(self, certificates: Sequence[Mapping[str, Any]]) -> None:
-        """Add certificates, replacing entries with the same key, and write atomically."""
-        with self._lock:
-            existing = _read(self.path) if self.path.exists() else []
+        """Add certificates, replacing entries with the same key, and write atomically.
+
+        A passing certificate newer than the one a suspension was measured on clears it.
+        """
+        with self._lock, locked(self.path):
+            existing, suspensions = read_document(self.path)
             new_keys = {_key(c) for c in certificates}
             kept = [e for e in existing if _key(e) not in new_keys]
             entries = kept + [dict(c) for c in certificates]
             entries.sort(key=lambda e: (e["contract"], e["provider"], e["certified_at"]))
-            doc = {
-                "format": FORMAT,
-                "updated_at": _iso(dt.datetime.now(dt.UTC)),
-                "certificates": entries,
-            }
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".cert-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=2, ensure_ascii=False, sort_keys=True)
-                fh.write("\n")
-            os.replace(tmp, self.path)
+            susp.clear_superseded(suspensions, certificates, dt.datetime.now(dt.UTC))
+            write_document(self.path, entries, suspensions)
             self._stamp = None  # force a re-read on next access
+
+    def suspend(self, suspension: Mapping[str, Any]) -> bool:
+        """Record a pair's suspension; False when one already holds for that certificate."""
+        with self._lock, locked(self.path):
+            entries, suspensions = read_document(self.path)
+            held = susp.active_suspension(
+                suspensions,
+                str(suspension["contract"]),
+                str(suspension["primary"]),
+                str(suspension["fallback"]),
+                {"certified_at": suspension["fallback_certified_at"]},
+            )
+            if held is not None:
+                return False
+            suspensions.append(dict(suspension))
+            write_document(self.path, entries, suspensions)
+            self._stamp = None
+            return True
+
+    def suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
+        """Return the pair's suspension in force (against the fallback's newest certificate)."""
+        return susp.active_suspension(
+            self.suspensions(),
+            contract,
+            primary,
+            fallback,
+            self.latest_certificate(contract, fallback),
+        )
 
     def latest_certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
         """Return the newest live/record certificate of ``provider`` for ``contract``, if any.
@@ -269,11 +298,14 @@ class CertificationRegistry:
     ) -> Verdict:
         """Say whether ``fallback`` may replace ``primary``: both certified, evidence agrees."""
         verdict, f_entry = self._certificate(contract, fallback, now, None)
-        if not verdict.allowed:
-            return verdict
-        verdict, p_entry = self._certificate(contract, primary, now, None)
-        if not verdict.allowed:
-            return verdict
+        p_verdict, p_entry = self._certificate(contract, primary, now, None)
+        if not verdict.allowed or not p_verdict.allowed:
+            return _refusal(contract.name, verdict, p_verdict)
+        held = susp.active_suspension(
+            self._suspensions, contract.name, primary.name, fallback.name, f_entry
+        )
+        if held is not None:
+            return Verdict(False, susp.REASON, susp.detail(held))
         # Agreement comes from the two certificates in force, whatever runs made them.
         agreement = compare_evidence(contract, p_entry, f_entry)
         if not agreement.computable:
@@ -309,8 +341,8 @@ class CertificationRegistry:
             True,
             "certified",
             f"{primary.name} and {fallback.name} both hold valid certificates for {contract.name} "
-            f"and agree on its {agreement.compared} cases{shared} (runs {run_of(p_entry)} and "
-            f"{run_of(f_entry)}){_stability_caveat(p_entry, f_entry)}",
+            f"and agree on its {agreement.compared} cases{shared} ({_runs(p_entry, f_entry)})"
+            f"{_stability_caveat(p_entry, f_entry)}",
         )
 
     def provider_ids(self, provider: str, contract: str) -> dict[str, str]:
@@ -379,6 +411,32 @@ def _stability_caveat(*entries: Mapping[str, Any] | None) -> str:
     )
 
 
+def _refusal(contract: str, fallback: Verdict, primary: Verdict) -> Verdict:
+    """Return the refusal when a certificate is not valid, naming both when both lack one."""
+    if fallback.allowed:
+        return primary
+    if primary.allowed:
+        return fallback
+    lacking = "missing certificate for "
+    if fallback.reason.startswith(lacking) and primary.reason.startswith(lacking):
+        f_name = fallback.reason[len(lacking) :].rsplit(" on ", 1)[0]
+        p_name = primary.reason[len(lacking) :].rsplit(" on ", 1)[0]
+        return Verdict(
+            False,
+            f"{lacking}{f_name} and {p_name} on {contract}",
+            "neither provider holds a live/record certificate",
+        )
+    if (fallback.reason, fallback.detail) == (primary.reason, primary.detail):
+        return fallback  # the registry's own problem (unreadable), said once
+    return Verdict(False, fallback.reason, f"{fallback.detail}; and {primary}")
+
+
+def _runs(*entries: Mapping[str, Any] | None) -> str:
+    """Name the runs of the certificates in force once each (one run often certified both)."""
+    runs = list(dict.fromkeys(run_of(e) for e in entries))
+    return f"run {runs[0]}" if len(runs) == 1 else f"runs {' and '.join(runs)}"
+
+
 def run_of(entry: Mapping[str, Any] | None) -> str:
     """Return the run id a certificate names (``unknown`` for certificates before run ids)."""
     return str((entry or {}).get("run_id") or "unknown")
@@ -397,65 +455,3 @@ def _field(route: Any, name: str) -> Any:
 
 def _key(entry: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(entry.get(f) for f in KEY_FIELDS)
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except ValueError as exc:
-        raise RegistryError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise RegistryError(f"{path}: format is not {FORMAT}")
-    entries = doc.get("certificates")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise RegistryError(f"{path}: 'certificates' must be a list of objects")
-    for e in entries:
-        missing = [f for f in (*KEY_FIELDS, "verdict", "certified_at", "expires_at") if f not in e]
-        if missing:
-            raise RegistryError(f"{path}: a certificate lacks {missing}")
-        _check_types(path, e)
-    return entries
-
-
-def _check_types(path: Path, entry: Mapping[str, Any]) -> None:
-    """Refuse the whole file when a certificate's values are not what we wrote (fail closed)."""
-    for field in ("certified_at", "expires_at"):
-        value = entry[field]
-        try:
-            if not isinstance(value, str):
-                raise ValueError(f"not a string: {value!r}")
-            _parse_time(value)
-        except ValueError as exc:
-            raise RegistryError(f"{path}: {field} is not a timestamp ({exc})") from exc
-    for field in ("verdict", "contract", "provider", "mode"):
-        if not isinstance(entry.get(field), str):
-            raise RegistryError(f"{path}: {field} must be a string")
-    for field in ("evidence", "variant_evidence"):
-        evidence = entry.get(field)
-        if evidence is not None and not (
-            isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
-        ):
-            raise RegistryError(f"{path}: {field} must map case ids to objects")
-    for field in ("variants", "usage", "budget"):
-        if entry.get(field) is not None and not isinstance(entry.get(field), dict):
-            raise RegistryError(f"{path}: {field} must be an object")
-    for field in ("run_id", "stability_basis"):
-        if entry.get(field) is not None and not isinstance(entry.get(field), str):
-            raise RegistryError(f"{path}: {field} must be a string")
-    omitted = entry.get("omitted_parameters")
-    if omitted is not None and not (
-        isinstance(omitted, list) and all(isinstance(p, str) for p in omitted)
-    ):
-        raise RegistryError(f"{path}: omitted_parameters must be a list of strings")
-    agreement = entry.get("agreement")
-    if agreement is not None and not (
-        isinstance(agreement, dict) and all(isinstance(v, dict) for v in agreement.values())
-    ):
-        raise RegistryError(f"{path}: agreement must map primaries to objects")
-    failures = entry.get("failures")
-    if failures is not None and not (
-        isinstance(failures, list) and all(isinstance(f, dict) for f in failures)
-    ):
-        raise RegistryError(f"{path}: failures must be a list of objects")

@@ -185,7 +185,8 @@ async def test_replay_passes_offline_and_never_certifies(
     verdict = CertificationRegistry(registry).can_failover(
         contract, sims["faithful"], sims["faithful-claude"]
     )
-    assert verdict.reason == "missing certificate for faithful-claude on ticket-triage@1"
+    both = "faithful-claude and faithful"
+    assert verdict.reason == f"missing certificate for {both} on ticket-triage@1"
 
 
 async def test_a_changed_case_fails_replay_loudly_instead_of_answering_it(

@@ -98,5 +98,5 @@ async def test_a_provider_without_a_certificate_shows_none_and_the_missing_reaso
 ) -> None:
     [row] = (await client.get("/v1/certifications", headers=keys.auth())).json()["certifications"]
     assert row["allowed"] is False
-    assert row["reason"] == f"missing certificate for sim-anthropic on {TRIAGE}"
+    assert row["reason"] == f"missing certificate for sim-anthropic and sim-openai on {TRIAGE}"
     assert row["primary_certificate"] is None and row["fallback_certificate"] is None

@@ -84,7 +84,7 @@ def test_an_allowed_failover_says_whose_stability_rests_on_pass_k_alone(
 def test_missing_file_is_an_empty_registry_that_refuses(registry: CertificationRegistry) -> None:
     verdict = registry.can_failover(CONTRACT, P, F, now=NOW)
     assert not verdict.allowed
-    assert verdict.reason == "missing certificate for f on ticket-triage@1"
+    assert verdict.reason == "missing certificate for f and p on ticket-triage@1"
 
 
 def test_the_primary_needs_a_certificate_too(registry: CertificationRegistry) -> None:
