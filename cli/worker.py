@@ -59,7 +59,7 @@ async def run_worker(
     settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
 ) -> int:
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
-    from gateway.bootstrap import default_background, running
+    from gateway.bootstrap import default_background, running, warn_of_missing_api_keys
     from gateway.metrics import Metrics
     from gateway.notify import ChangeHub
     from gateway.store import database_is_current
@@ -73,6 +73,7 @@ async def run_worker(
         )
         return EXIT_NOT_MIGRATED
     await check_synchronous_standby(settings.database_url, settings.database)
+    warn_of_missing_api_keys(settings)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
@@ -78,6 +79,26 @@ async def migrated_store(settings: Settings) -> AsyncIterator[SqlJobStore]:
         yield store
     finally:
         await store.close()
+
+
+def warn_of_missing_api_keys(settings: Settings, env: Mapping[str, str] | None = None) -> int:
+    """Log a warning per provider whose ``api_key_env`` variable is unset; return how many.
+
+    Said once at start (``onejob serve``, ``onejob worker``): each call to such a provider
+    would be refused, and the job's error says which variable (``JsonHttpAdapter.hint``).
+    """
+    env = os.environ if env is None else env
+    missing = 0
+    for name, cfg in sorted(settings.providers.items()):
+        if cfg.api_key_env and not env.get(cfg.api_key_env):
+            missing += 1
+            log.warning(
+                "provider %s has no API key: %s is not set; its calls will be refused",
+                name,
+                cfg.api_key_env,
+                extra={"provider": name, "api_key_env": cfg.api_key_env},
+            )
+    return missing
 
 
 def load_contracts() -> Mapping[str, ContractSpec]:

@@ -135,6 +135,9 @@ def tune_gc_after_startup() -> None:
 
 
 def _log_serving(settings: Settings) -> None:
+    from gateway.bootstrap import warn_of_missing_api_keys
+
+    warn_of_missing_api_keys(settings)
     log.info(
         "serving onejob",
         extra={

@@ -70,6 +70,8 @@ EXCERPT_CHARS = 200  # characters of provider text kept in errors
 #: may take at most: running out of it sent nothing, so it ends ``ConnectFailed`` before
 #: the deadline can end the call ``unknown``.
 CONNECT_SHARE = 0.9
+#: Statuses that say the key was refused; any 4xx does when the key's variable is unset.
+AUTH_STATUSES = frozenset({401, 403})
 _KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{6,}|AIza[0-9A-Za-z_\-]{10,})")
 
 
@@ -218,10 +220,30 @@ class JsonHttpAdapter:
 
     def hint(self, status: int, url: str) -> str | None:
         """Return the usual mistake behind ``status`` on ``url``, if one is known."""
-        if status == 401:
-            env = self.config.api_key_env
-            return f"is {env} set to a valid key?" if env else "no api_key_env is configured"
+        key_missing = bool(self.config.api_key_env) and not self.config.api_key()
+        if status in AUTH_STATUSES or (key_missing and 400 <= status <= 499):
+            return self.key_hint()
         return None
+
+    def key_hint(self) -> str:
+        """Say what to check about the API key: its variable unset, or its value."""
+        env = self.config.api_key_env
+        if not env:
+            return "no api_key_env is configured"
+        if not self.config.api_key():
+            return f"{env} is not set in the gateway's environment"
+        return f"is {env} set to a valid key?"
+
+    def deadline_text(self, deadline: float) -> str:
+        """Name the deadline as configured (``the 10s deadline``), not as the float left.
+
+        An attempt is sent with what is left of its deadline (9.99927 s of 10); when that
+        is nearly all of it the configured value is the one an operator recognizes.
+        """
+        configured = self.config.timeout
+        if abs(configured - deadline) <= max(0.5, configured * 0.05):
+            return f"the {configured:g}s deadline"
+        return f"the {configured:g}s deadline ({deadline:.1f}s of it left when sent)"
 
     def prepare(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
         """Build the request and check it locally; raise ``Rejected`` before sending a bad one."""
@@ -310,7 +332,7 @@ class JsonHttpAdapter:
                     )
                 return await client.post(url, content=content, headers=headers, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ConnectFailed(f"could not connect to {where}: {type(exc).__name__}") from exc
+            raise ConnectFailed(f"could not connect to {where}: {_cause(exc)}") from exc
         except httpx.ProxyError as exc:
             raise ConnectFailed(
                 f"the proxy refused to connect to {where}", reason="proxy_failed"
@@ -320,13 +342,13 @@ class JsonHttpAdapter:
                 f"no connection to {where} became free in time", reason="pool_timeout"
             ) from exc
         except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
-            raise TimedOut(f"{where} sent no answer within {deadline:g}s") from exc
+            raise TimedOut(f"{where} sent no answer within {self.deadline_text(deadline)}") from exc
         except TimeoutError as exc:
             if pool_wait_expired(exc):  # the pool's timer fired first, in the same turn
                 raise ConnectFailed(
                     f"no connection to {where} became free in time", reason="pool_timeout"
                 ) from exc
-            raise TimedOut(f"{where} did not finish within the {deadline:g}s deadline") from exc
+            raise TimedOut(f"{where} did not finish within {self.deadline_text(deadline)}") from exc
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
             raise Rejected(
                 f"the request to {where} could not be sent: {type(exc).__name__}",
@@ -376,6 +398,16 @@ class JsonHttpAdapter:
                 request_id=request_id,
             )
         return data
+
+
+def _cause(exc: httpx.HTTPError) -> str:
+    """Say what a transport error was, with the system's reason (``Name or service not
+    known``, ``Connection refused``) that its class name alone loses."""
+    text = str(exc).strip()
+    if not text:
+        cause = exc.__cause__ or exc.__context__
+        text = str(cause).strip() if cause is not None else ""
+    return f"{type(exc).__name__}: {excerpt(text)}" if text else type(exc).__name__
 
 
 def bad_envelope(name: str, what: str, request_id: str | None) -> BadOutput:

@@ -51,7 +51,7 @@ async def call_provider(
         error = {
             "outcome": "unknown",
             "reason": "deadline",
-            "message": f"no answer within {deadline_s:.3f} s",
+            "message": f"no answer within {deadline_s:.1f}s",
         }
     except DefiniteFailure as exc:
         error, definite = exc.as_dict(), True
