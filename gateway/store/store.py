@@ -12,6 +12,7 @@ thing it does.
 | ``finalize`` | R5: the compare-and-swap |
 | ``cancel``, ``resolve`` | the other decisions |
 | ``reconcile``, ``prune``, ``keys`` | the reconciler's findings, retention, API keys |
+| ``shadow`` | shadow checks: jobs to sample, each check's row, tallies (issue 38) |
 
 Which database it is (``database.Postgres`` or ``database.Sqlite``) is decided once, here,
 when the store is opened: the use cases ask that object how to lock, send and publish, and
@@ -46,6 +47,7 @@ from gateway.store.prune import Retention
 from gateway.store.read import Reading
 from gateway.store.reconcile import ReconcilerFindings
 from gateway.store.resolve import Resolving
+from gateway.store.shadow import ShadowChecks
 
 log = logging.getLogger("onejob.store")
 
@@ -62,6 +64,7 @@ class SqlJobStore(
     Resolving,
     ReconcilerFindings,
     Retention,
+    ShadowChecks,
     ApiKeys,
 ):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""

@@ -107,3 +107,33 @@ api_keys = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("revoked_at", sa.DateTime, nullable=True),
 )
+
+#: Shadow checks (issue 38): a succeeded job re-run on a certified fallback, off the job.
+#: Nothing here touches the job: no attempt, no event. One row per (job, fallback): the
+#: insert claims the check, so two processes never both call. The input is not copied
+#: (the job holds it, and retention removes these rows with their job); ``detail`` keeps
+#: field names and value hashes only.
+shadow_checks = sa.Table(
+    "shadow_checks",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("contract", sa.String(200), nullable=False),
+    sa.Column("primary_provider", sa.String(200), nullable=False),
+    sa.Column("fallback_provider", sa.String(200), nullable=False),
+    #: The key the fallback was called with: the check's own, never one of the job's.
+    sa.Column("downstream_key", sa.String(100), nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),  # pending|agreed|disagreed|error
+    sa.Column("detail", Json, nullable=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime, nullable=True),
+    sa.UniqueConstraint("job_id", "fallback_provider"),
+    sa.Index(
+        "ix_shadow_checks_pair_created_at",
+        "contract",
+        "primary_provider",
+        "fallback_provider",
+        "created_at",
+    ),
+    sa.Index("ix_shadow_checks_created_at", "created_at"),
+)
