@@ -20,13 +20,14 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from gateway.dispatch.database_away import late_answer, persist
-from gateway.dispatch.routing import Routes
+from gateway.dispatch.routing import Routes, SkippedFallback
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
     AttemptRecord,
     FinalizeOutcome,
     FinalizeResult,
     JobRecord,
+    TransitionOutcome,
     TransitionResult,
 )
 from gateway.metrics import AttemptOutcome, Metrics
@@ -151,10 +152,14 @@ class Outcomes:
     ) -> JobRecord | None:
         """Fail the attempt definitely and name the next effective fallback, if any (R6)."""
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
+        skipped: list[SkippedFallback] = []
 
         async def record() -> TransitionResult:
             fresh = await self.store.get_job(job.id)
-            next_provider = self.routes.next_provider(fresh, attempt) if fresh is not None else None
+            next_provider, passed_over = (
+                self.routes.failover(fresh, attempt) if fresh is not None else (None, [])
+            )
+            skipped[:] = passed_over
             return await self.store.fail_attempt(attempt.id, error, next_provider=next_provider)
 
         try:
@@ -174,9 +179,29 @@ class Outcomes:
                 "reason": error.get("reason"),
                 "transition": res.outcome.value,
                 "failover_to": res.added.provider if res.added else None,
+                "failover_skipped": [s.provider for s in skipped] or None,
             },
         )
+        if res.outcome is TransitionOutcome.DONE:  # this failure was recorded
+            await self._record_skipped(job, attempt, skipped, ids)
         return res.job
+
+    async def _record_skipped(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        skipped: list[SkippedFallback],
+        ids: dict[str, str],
+    ) -> None:
+        """Say on the job which configured fallbacks a failover passed over, and why."""
+        for fallback in skipped:
+            detail = {"fallback": fallback.provider, "primary": job.provider}
+            try:
+                await self.store.record_event(
+                    job.id, "failover_skipped", {**detail, "reason": fallback.reason}, attempt.id
+                )
+            except Exception:  # the failure is committed; a lost audit line is only logged
+                log.exception("skipped failover could not be recorded", extra=ids)
 
     async def unknown(
         self,

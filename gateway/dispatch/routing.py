@@ -7,6 +7,7 @@ part reads the same ``can_failover`` verdicts from the same registry file.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 
@@ -17,6 +18,16 @@ from gateway.settings import Settings
 from providers.config import ProviderConfig
 
 log = logging.getLogger("onejob.dispatcher")
+#: What a fallback is refused with when the registry itself cannot answer.
+REGISTRY_FAILED = "the certification registry could not answer (failover refused)"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SkippedFallback:
+    """A configured fallback a failover passed over, and the registry's reason."""
+
+    provider: str
+    reason: str
 
 
 class Routes:
@@ -36,6 +47,11 @@ class Routes:
 
     def effective_fallbacks(self, contract_name: str, primary: str) -> list[str]:
         """Return the configured fallbacks the registry certifies for this primary, in order."""
+        return [name for name, refusal in self._verdicts(contract_name, primary) if not refusal]
+
+    def _verdicts(self, contract_name: str, primary: str) -> list[tuple[str, str | None]]:
+        """Return each configured fallback of the route with the registry's refusal (None:
+        certified), in the route's order."""
         route = self.settings.route_for(contract_name)
         contract = self.catalog.get(contract_name)
         primary_cfg = self.provider_configs.get(primary)
@@ -43,28 +59,34 @@ class Routes:
             return []
         # A job whose client named a non-default primary may still fall back on the route's.
         chain = route.fallbacks if primary == route.primary else (route.primary, *route.fallbacks)
-        allowed: list[str] = []
+        verdicts: list[tuple[str, str | None]] = []
         for name in chain:
             cfg = self.provider_configs.get(name)
-            if name == primary or cfg is None or name in allowed:
+            if name == primary or cfg is None or name in dict(verdicts):
                 continue
-            if self.allows(contract, primary_cfg, cfg):
-                allowed.append(name)
-        return allowed
+            verdicts.append((name, self.refusal(contract, primary_cfg, cfg)))
+        return verdicts
 
     def allows(
         self, contract: ContractSpec, primary: ProviderConfig, fallback: ProviderConfig
     ) -> bool:
         """Ask the registry; a registry that cannot answer refuses (fail closed)."""
+        return self.refusal(contract, primary, fallback) is None
+
+    def refusal(
+        self, contract: ContractSpec, primary: ProviderConfig, fallback: ProviderConfig
+    ) -> str | None:
+        """Return why the registry refuses this failover, or None when it allows it."""
         try:
-            return bool(self.certifications.can_failover(contract, primary, fallback).allowed)
+            verdict = self.certifications.can_failover(contract, primary, fallback)
         except Exception:
             log.exception(
                 "certification registry failed; refusing failover %s -> %s",
                 primary.name,
                 fallback.name,
             )
-            return False
+            return REGISTRY_FAILED
+        return None if verdict.allowed else (verdict.reason or "not certified")
 
     def may_send(self, job: JobRecord, attempt: AttemptRecord, contract: ContractSpec) -> bool:
         """Say whether ``attempt`` may still be sent: its provider is the job's primary, or a
@@ -85,16 +107,27 @@ class Routes:
         None when ``max_attempts`` is reached, when another attempt of the job is still in
         play (R4: a hedge may be running), or when every certified fallback was tried.
         """
+        return self.failover(job, failed)[0]
+
+    def failover(
+        self, job: JobRecord, failed: AttemptRecord
+    ) -> tuple[str | None, list[SkippedFallback]]:
+        """Return ``next_provider``'s answer and the untried fallbacks passed over before
+        it because the registry refused them (each with its reason), in route order."""
         route = self.settings.route_for(job.contract)
         if route is None or len(job.attempts) >= route.max_attempts:
-            return None
+            return None, []
         if any(not a.state.terminal for a in job.attempts if a.id != failed.id):
-            return None
+            return None, []
         tried = {a.provider for a in job.attempts}
-        for name in self.effective_fallbacks(job.contract, job.provider):
-            if name not in tried:
-                return name
-        return None
+        skipped: list[SkippedFallback] = []
+        for name, refusal in self._verdicts(job.contract, job.provider):
+            if name in tried:
+                continue
+            if refusal is None:
+                return name, skipped
+            skipped.append(SkippedFallback(name, refusal))
+        return None, skipped
 
     def hedge_target(
         self, job: JobRecord, attempt: AttemptRecord, contract: ContractSpec
