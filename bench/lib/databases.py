@@ -48,6 +48,41 @@ async def prepare(url: str) -> str:
     return key
 
 
+#: ``prepare`` run by another version's code (its migrations, its store).
+PREPARE_IN = """
+import asyncio, sys
+from bench.lib.databases import prepare
+print(asyncio.run(prepare(sys.argv[1])))
+"""
+PREPARE_OLD = """
+import asyncio, sys
+from gateway.store import open_store, upgrade_database
+async def main(url):
+    await upgrade_database(url)
+    store = await open_store(url)
+    try:
+        _, key = await store.create_api_key("bench", frozenset({"jobs"}))
+    finally:
+        await store.close()
+    return key
+print(asyncio.run(main(sys.argv[1])))
+"""
+
+
+def prepare_in(root: Path, url: str, python: str) -> str:
+    """``prepare`` with the version in ``root``: an older commit's migrations stop at its
+    own head, and refuse a database a newer head migrated."""
+    has_bench = (root / "bench" / "lib" / "databases.py").exists()
+    done = subprocess.run(
+        [python, "-c", PREPARE_IN if has_bench else PREPARE_OLD, url],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
 def analyze(url: str) -> None:
     """Gather the planner's statistics, as autovacuum does on a live database."""
     if url.startswith("sqlite"):

@@ -4,6 +4,7 @@ version's on a database of its own), and the zero-latency upstream."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import sys
@@ -12,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bench.lib.children import child, free_port, ready
-from bench.lib.databases import database, prepare
+from bench.lib.databases import database, prepare_in
 from bench.lib.loads import load_script
 from gateway.settings import Settings
 
@@ -58,7 +59,9 @@ def gateway_settings(
         }
     )
     path = work / f"settings-{port}.json"
-    path.write_text(settings.model_dump_json(), encoding="utf-8")
+    # Only what differs from the defaults: an older commit's settings (bench.duel's base)
+    # refuse the sections added since.
+    path.write_text(settings.model_dump_json(exclude_defaults=True), encoding="utf-8")
     return path
 
 
@@ -99,15 +102,15 @@ async def start_side(
     load script and database URL."""
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"duel-{side}-")))
     url = stack.enter_context(database(args.database, work))
-    key = await prepare(url)
+    python = getattr(args, "base_python", None) if side == "base" else None
+    python = python or sys.executable
+    key = await asyncio.to_thread(prepare_in, root, url, python)
     port = free_port()
     settings = gateway_settings(
         url, port, upstream, dispatcher=args.mode == "sync", runners=16, work=work, workers=1
     )
     log = work / "gateway.log"
     cmd = ["-m", gateway_module(root), "--settings", str(settings)]
-    python = getattr(args, "base_python", None) if side == "base" else None
-    python = python or sys.executable
     # It imports the version in ``root``: its working directory comes first on the path.
     proc = stack.enter_context(child(cmd, log, cwd=root, executable=python))
     base = f"http://127.0.0.1:{port}"
