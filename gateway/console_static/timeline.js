@@ -10,6 +10,7 @@ const LANE_HEIGHT = 28; // px
 const TOP = 30; // px above the first lane, for the time axis
 const LEGEND_HEIGHT = 34; // px below the last lane
 const RIGHT_PAD = 75; // px, so end labels stay inside
+const MIN_SPAN = 0.001; // s: a job whose marks all fall in one millisecond is drawn over one
 
 export const COLOURS = {
   won: "#2e9d4d",
@@ -67,6 +68,21 @@ export function lanesOf(job, events) {
     lanes.get(lane).push({ at: (Date.parse(event.at) - start) / 1000, kind: markOf(event), label });
   }
   return lanes;
+}
+
+/** Say `seconds` in the drawing's unit: milliseconds when the whole job took under a second. */
+function timeText(seconds, unit) {
+  return unit === "ms" ? `${Number((seconds * 1000).toFixed(1))}ms` : `${Number(seconds.toFixed(3))}s`;
+}
+
+/**
+ * Choose the time axis from how long the job took (its last mark, `end` seconds in): the
+ * span the plot covers, the step between ticks and their unit. A job done in 40 ms is
+ * drawn over 40 ms in ms, not squeezed into the first tick of a one-second axis.
+ */
+export function timeScale(end, ticks) {
+  const span = end > 0 ? end : MIN_SPAN;
+  return { span, step: niceStep(span, ticks), unit: span < 1 ? "ms" : "s" };
 }
 
 function niceStep(span, ticks) {
@@ -136,15 +152,15 @@ export function renderTimeline(job, events, frameWidth = MAX_WIDTH) {
   );
   const all = [...lanes.values()].flat();
   const end = all.length ? Math.max(...all.map((m) => m.at)) : 0;
-  const span = Math.max(end, 0.5);
   const plot = width - labelWidth - RIGHT_PAD;
+  const { span, step, unit } = timeScale(end, Math.max(3, Math.floor(plot / 90)));
   const xOf = (t) => labelWidth + 10 + (t / span) * (plot - 10);
-  const step = niceStep(span, Math.max(3, Math.floor(plot / 90)));
-  for (let tick = 0; tick <= end + 1e-9; tick += step) {
+  for (let n = 0; n * step <= span * (1 + 1e-9); n++) {
+    const tick = n * step; // counted, not summed: 0.1 + 0.2 must not drift past the end
     const x = xOf(tick);
     svg.append(
       s("line", { x1: x, y1: TOP - 6, x2: x, y2: TOP + names.length * LANE_HEIGHT, stroke: "#e4e4e4" }),
-      s("text", { x, y: TOP - 10, "text-anchor": "middle", fill: "#555" }, `${Number(tick.toFixed(3))}s`),
+      s("text", { class: "tick", x, y: TOP - 10, "text-anchor": "middle", fill: "#555" }, timeText(tick, unit)),
     );
   }
   names.forEach((name, index) => {
@@ -163,7 +179,7 @@ export function renderTimeline(job, events, frameWidth = MAX_WIDTH) {
       if (outcome) g.append(s("text", { class: "end-label", x: x2 + 12, y: y + 4, fill: colour, "font-weight": "bold" }, END_LABELS[outcome.kind]));
     }
     for (const mark of marks) {
-      g.append(s("g", { class: `mark mark-${mark.kind}` }, s("title", {}, `${mark.at.toFixed(3)}s ${mark.label}`), glyph(mark.kind, xOf(mark.at), y)));
+      g.append(s("g", { class: `mark mark-${mark.kind}` }, s("title", {}, `${timeText(mark.at, unit)} ${mark.label}`), glyph(mark.kind, xOf(mark.at), y)));
     }
     svg.append(g);
   });

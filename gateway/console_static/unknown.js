@@ -87,7 +87,9 @@ function table(attempts, onResolve) {
   // "What the reconciler last found" exists only once the API reports it (issue 13).
   const reconciler = attempts.some((a) => a.reconciler !== undefined);
   const now = Date.now();
-  const columns = ["Owner", "Job", "Contract", "Provider", "Attempt", "Age", "Deadline", "Lease holder"];
+  // Both ids sit in one column (the attempt's under its job's): side by side, two ULIDs
+  // alone would push the Resolve button past a 1280 px screen.
+  const columns = ["Owner", "Job and attempt", "Contract", "Provider", "Attempt", "Age", "Deadline", "Lease holder"];
   if (reconciler) columns.push("Reconciler last found");
   columns.push("Action");
   return h(
@@ -107,20 +109,37 @@ function table(attempts, onResolve) {
             "tr",
             { "data-attempt": a.id },
             td("Owner", a.owner || "–"),
-            td("Job", h("a", { href: `#/jobs/${encodeURIComponent(a.job_id)}`, class: "mono", "data-focus-key": `job-${a.id}` }, a.job_id)),
+            td(
+              "Job and attempt",
+              h("a", { href: `#/jobs/${encodeURIComponent(a.job_id)}`, class: "mono id", "data-focus-key": `job-${a.id}` }, a.job_id),
+              h("br"),
+              h("span", { class: "mono id muted" }, a.id),
+            ),
             td("Contract", a.contract || "–"),
             td("Provider", a.provider),
-            td("Attempt", `#${a.number} (${a.reason})`, h("br"), h("span", { class: "mono muted" }, a.id)),
+            td("Attempt", `#${a.number} (${a.reason})`),
             td("Age", age(a.created_at, now)),
             td("Deadline", when(a.deadline_at), h("br"), h("span", { class: "muted" }, age(a.deadline_at, now))),
-            td("Lease holder", a.lease_owner || "–"),
-            reconciler ? td("Reconciler last found", a.reconciler === null ? "–" : typeof a.reconciler === "string" ? a.reconciler : JSON.stringify(a.reconciler)) : null,
+            td("Lease holder", h("span", { class: "breakable" }, a.lease_owner || "–")),
+            reconciler ? td("Reconciler last found", reconcilerFinding(a.reconciler, now)) : null,
             td("Action", button),
           );
         }),
       ),
     ),
   );
+}
+
+/** Say what the reconciler last found: its finding, when, and the completion id or message. */
+function reconcilerFinding(found, now) {
+  if (found === null || found === undefined) return "–";
+  if (typeof found === "string") return h("span", { class: "breakable" }, found);
+  return [
+    h("span", { class: "breakable" }, found.finding || "asked"),
+    found.last_checked_at ? [h("br"), h("span", { class: "muted" }, age(found.last_checked_at, now))] : null,
+    found.completion_id ? [h("br"), h("span", { class: "mono breakable" }, found.completion_id)] : null,
+    found.message ? [h("br"), h("span", { class: "muted breakable" }, found.message)] : null,
+  ];
 }
 
 /** Ask for an outcome and a note, then for a confirmation, then resolve. */

@@ -7,6 +7,7 @@ script error and no Content-Security-Policy refusal on any page.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from typing import Any
@@ -302,8 +303,9 @@ async def test_recent_jobs_page_by_cursor_and_filter_by_status(stack: Any, open_
     assert watched.errors == [], watched.errors
 
 
-async def test_every_view_fits_a_390_pixel_wide_screen(
-    stack: Any, open_page: Any, shoot: Any
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_every_view_fits_the_screen_with_every_control_on_it(
+    stack: Any, open_page: Any, shoot: Any, width: int
 ) -> None:
     owner = stack.api()
     done = (await owner.create(case_input(6), wait=10)).json()["id"]
@@ -311,30 +313,162 @@ async def test_every_view_fits_a_390_pixel_wide_screen(
     stuck = (await owner.create(case_input(7))).json()["id"]
     await owner.until(stuck, lambda j: j["status"] == "unknown", timeout=PRIMARY_WAIT)
 
-    page, watched = await open_page(PHONE)
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
     await sign_in(page, stack.url, stack.admin_key)
-    await shoot(page, "jobs-390")
+    await page.locator("#owner-filter").fill("alice")
+    await page.locator("#owner-filter").dispatch_event("change")
+    await expect(page.locator("#jobs-table tbody tr")).to_have_count(2)
+    await page.locator("#find-owner").fill("alice")
+    await page.locator("#find-key").fill(str((await owner.job(done)).json()["idempotency_key"]))
+    await page.get_by_role("button", name="Find by key").click()
+    await expect(page.locator("#find-table tbody tr")).to_have_count(1)
+    await assert_fits(page, f"jobs-{width}")
+    await shoot(page, f"jobs-{width}")
     views = {
-        "unknown-390": ("#/unknown", "#unknown-table"),
-        "job-390": (f"#/jobs/{done}", "svg.timeline"),
-        "matrix-390": ("#/matrix", "table.matrix"),
+        "unknown": ("#/unknown", "#unknown-table"),
+        "job": (f"#/jobs/{done}", "svg.timeline"),
+        "matrix": ("#/matrix", "table.matrix"),
+        "certificate": ("#/certificate/ticket-triage@1/sim-anthropic", "dl.facts"),
     }
     for name, (hash_, ready) in views.items():
         await page.goto(f"{stack.url}{hash_}")
         await expect(page.locator(ready).first).to_be_visible()
-        assert await fits_width(page), f"{name} is wider than 390 px"
-        await shoot(page, name)
+        await assert_fits(page, f"{name}-{width}")
+        await shoot(page, f"{name}-{width}")
+    await page.goto(f"{stack.url}#/unknown")
+    resolve = page.get_by_role("button", name=f"Resolve attempt 1 of {stuck}")
+    await expect(resolve).to_be_visible()
+    box = await resolve.bounding_box()
+    assert box is not None and 0 <= box["x"] and box["x"] + box["width"] <= width, box
+    await resolve.click()
+    await expect(page.get_by_role("dialog")).to_be_visible()
+    await assert_fits(page, f"resolve-{width}")
+    await shoot(page, f"resolve-{width}")
     # The timeline is drawn for the screen's width: its text stays at its real size.
+    await page.keyboard.press("Escape")
     await page.goto(f"{stack.url}#/jobs/{done}")
     label = page.locator("svg.timeline g.lane-attempt text").first
     box = await label.bounding_box()
     assert box is not None and box["height"] >= 11, box
-    await page.goto(f"{stack.url}#/unknown")
-    await page.get_by_role("button", name=f"Resolve attempt 1 of {stuck}").click()
-    await expect(page.get_by_role("dialog")).to_be_visible()
-    assert await fits_width(page)
-    await shoot(page, "resolve-390")
     assert watched.errors == [], watched.errors
+
+
+async def test_a_fast_jobs_timeline_is_drawn_in_milliseconds_with_its_marks_apart(
+    stack: Any, open_page: Any, shoot: Any
+) -> None:
+    owner = stack.api()
+    job = (await owner.create(case_input(8), wait=10)).json()
+    assert job["status"] == "succeeded"
+    events = (await owner.gw.client.get(f"/v1/jobs/{job['id']}/events", headers=owner.auth)).json()
+    ats = [e["at"] for e in events["events"]]
+    took = (dt.datetime.fromisoformat(ats[-1]) - dt.datetime.fromisoformat(ats[0])).total_seconds()
+    assert 0 < took < 0.5, f"the simulator took {took}s: not a fast job"
+
+    page, watched = await open_page()
+    await sign_in(page, stack.url, stack.key)
+    await page.goto(f"{stack.url}#/jobs/{job['id']}")
+    await expect(page.locator("#job-status")).to_have_text("succeeded")
+    ticks = await page.locator("svg.timeline text.tick").all_text_contents()
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
+    assert all(t.endswith("ms") for t in ticks), ticks
+    lane = page.locator("svg.timeline g.lane-attempt")
+    sent = await lane.locator("g.mark-sent").bounding_box()
+    won = await lane.locator("g.mark-won").bounding_box()
+    assert sent is not None and won is not None
+    assert won["x"] - sent["x"] > 100, (sent, won)  # the bar spans the plot, not one tick
+    await shoot(page, "job-fast-1280")
+    assert watched.errors == [], watched.errors
+
+
+async def test_an_admin_finds_another_owners_job_by_id_and_by_idempotency_key(
+    stack: Any, open_page: Any, shoot: Any
+) -> None:
+    owner = stack.api()
+    job = (await owner.create(case_input(9), wait=10)).json()
+    page, watched = await open_page()
+    await sign_in(page, stack.url, stack.admin_key)
+    await expect(page.get_by_text("No jobs here.")).to_be_visible()  # the admin's own list
+
+    await page.locator("#find-owner").fill("alice")
+    await page.locator("#find-key").fill(job["idempotency_key"])
+    await page.get_by_role("button", name="Find by key").click()
+    row = page.locator(f"#find-table tr[data-job='{job['id']}']")
+    await expect(row).to_contain_text(job["idempotency_key"])
+    await expect(row).to_contain_text("alice")
+    await page.locator("#find-key").fill("never-used")
+    await page.get_by_role("button", name="Find by key").click()
+    await expect(page.locator("#find-result")).to_contain_text("No job of alice")
+
+    await page.locator("#owner-filter").fill("alice")
+    await page.locator("#owner-filter").press("Enter")
+    await page.locator("#owner-filter").blur()
+    await expect(page.locator(f"#jobs-table tr[data-job='{job['id']}']")).to_contain_text(
+        job["idempotency_key"]
+    )
+    await shoot(page, "find-1280")
+
+    await page.get_by_label("Job id").fill(job["id"])
+    await page.get_by_role("button", name="Open job").click()
+    await expect(page.get_by_role("heading", name=f"Job {job['id']}")).to_be_visible()
+    await expect(page.locator("#job-status")).to_have_text("succeeded")
+    assert watched.errors == [], watched.errors
+
+
+async def test_an_owner_looks_up_its_own_keys_only(stack: Any, open_page: Any) -> None:
+    owner = stack.api()
+    job = (await owner.create(case_input(10))).json()
+    page, watched = await open_page()
+    await sign_in(page, stack.url, stack.key)
+    await expect(page.locator("#owner-filter")).to_have_count(0)
+    await expect(page.locator("#find-owner")).to_have_attribute("readonly", "")
+    await expect(page.locator("#find-owner")).to_have_value("alice")
+    await page.locator("#find-key").fill(job["idempotency_key"])
+    await page.get_by_role("button", name="Find by key").click()
+    await expect(page.locator(f"#find-table tr[data-job='{job['id']}']")).to_be_visible()
+    await expect(page.locator("#jobs-table")).to_contain_text(job["idempotency_key"])
+    assert not [u for u in watched.urls if "/v1/admin/" in u]
+    assert watched.errors == [], watched.errors
+
+
+#: Everything that makes a view not fit: a page wider than the screen, a control (link,
+#: button, field) reaching past its edge, a table scrolling inside its frame on a wide
+#: screen, a header cut by its cell. Returns one line per problem.
+LAYOUT_PROBLEMS = """() => {
+  const width = window.innerWidth;
+  const wide = width > 720;
+  const problems = [];
+  const page = document.documentElement.scrollWidth;
+  if (page > width + 1) problems.push(`the page is ${page}px wide`);
+  const controls = "a[href], button, input, select, textarea";
+  for (const el of document.querySelectorAll(controls)) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue; // not rendered
+    if (el.closest("thead") && !wide) continue; // the cards' headers are visually hidden
+    if (r.left < -1 || r.right > width + 1) {
+      const name = (el.getAttribute("aria-label") || el.textContent || el.id || el.tagName);
+      const span = `${Math.round(r.left)}-${Math.round(r.right)}`;
+      problems.push(`${name.trim().slice(0, 50)} spans ${span}`);
+    }
+  }
+  for (const frame of document.querySelectorAll(".table-wrap, .timeline-wrap")) {
+    if (wide && frame.scrollWidth > frame.clientWidth + 1) {
+      const id = frame.querySelector("table, svg")?.id || frame.className;
+      problems.push(`${id} scrolls inside its frame: ${frame.scrollWidth} > ${frame.clientWidth}`);
+    }
+  }
+  if (wide) {
+    for (const th of document.querySelectorAll("th")) {
+      if (th.scrollWidth > th.clientWidth + 1) problems.push(`header cut: ${th.textContent}`);
+    }
+  }
+  return problems;
+}"""
+
+
+async def assert_fits(page: Page, name: str) -> None:
+    """Fail with every way the view does not fit the screen."""
+    problems = await page.evaluate(LAYOUT_PROBLEMS)
+    assert problems == [], f"{name}: {problems}"
 
 
 PRIMARY_WAIT = 15.0  # seconds to wait for a hung attempt to turn unknown (deadline + reaper)
