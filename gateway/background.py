@@ -3,8 +3,9 @@
 ``DispatcherService`` owns what the dispatcher needs beyond the store: one pooled
 ``httpx.AsyncClient`` shared by every provider adapter (``provider_http_client``). Beside
 the dispatcher it runs the reconciler's periodic pass, on the same adapters, when a
-provider is configured with ``reconcile = true``; ``build_reconciler`` is the one place a
-reconciler is built (``onejob reconcile`` builds one for a single pass through
+provider is configured with ``reconcile = true``, and the shadow checks (issue 38,
+``gateway.shadow``) when ``[shadow] sample_rate`` is above 0; ``build_reconciler`` is the
+one place a reconciler is built (``onejob reconcile`` builds one for a single pass through
 ``gateway.bootstrap``). ``PostgresRelay`` relays other processes' ``pg_notify`` into this
 process's hub. None of them knows the composition root: ``gateway.bootstrap`` builds them.
 """
@@ -20,12 +21,21 @@ import httpx
 
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
-from gateway.domain.ports import Certifications, Clock, ContractSpec, JobStore, Provider
+from gateway.domain.ports import (
+    Certifications,
+    Clock,
+    ContractSpec,
+    FailoverSuspensions,
+    JobStore,
+    Provider,
+    ShadowStore,
+)
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.settings import Settings
+from gateway.shadow import ShadowChecker
 from gateway.store.pg_connections import PostgresConnector
 from providers.client import provider_client
 from providers.factory import build_provider
@@ -82,6 +92,33 @@ def build_reconciler(
     )
 
 
+def build_shadow_checker(
+    settings: Settings,
+    *,
+    store: JobStore,
+    providers: Mapping[str, Provider],
+    catalog: Mapping[str, ContractSpec],
+    certifications: Certifications,
+    metrics: Metrics,
+    clock: Clock | None = None,
+) -> ShadowChecker | None:
+    """Build the shadow checks (issue 38) over the adapters; None when the store or the
+    registry cannot keep them."""
+    if not isinstance(store, ShadowStore) or not isinstance(certifications, FailoverSuspensions):
+        return None
+    return ShadowChecker(
+        store=store,
+        providers=providers,
+        provider_configs=settings.providers,
+        catalog=catalog,
+        routes=Routes(settings, catalog, settings.providers, certifications),
+        registry=certifications,
+        settings=settings,
+        metrics=metrics.certification,
+        clock=clock,
+    )
+
+
 class DispatcherService:
     """Start and stop a dispatcher together with the HTTP client its providers share."""
 
@@ -112,6 +149,7 @@ class DispatcherService:
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
         self.reconciler: Reconciler | None = None
+        self.shadow: ShadowChecker | None = None
 
     async def start(self) -> None:
         """Open the client, build one adapter per configured provider, start the runners."""
@@ -145,12 +183,27 @@ class DispatcherService:
             if reconciler.active:  # off when no provider reconciles
                 self.reconciler = reconciler
                 await reconciler.start()
+        shadow = build_shadow_checker(
+            self.settings,
+            store=self._store,
+            providers=providers,
+            catalog=self._catalog,
+            certifications=self._certifications,
+            metrics=self._metrics,
+            clock=self._clock,
+        )
+        if shadow is not None and shadow.active:  # off unless [shadow] sample_rate > 0
+            self.shadow = shadow
+            await shadow.start()
 
     async def stop(self) -> None:
         """Stop the runners gracefully, then close the client."""
         if self._service is not None:
             self._service.use_local_runner(None)
         try:
+            if self.shadow is not None:
+                await self.shadow.stop()
+                self.shadow = None
             if self.reconciler is not None:
                 await self.reconciler.stop()
                 self.reconciler = None

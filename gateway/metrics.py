@@ -30,6 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import Metric
 
+from gateway.certification_metrics import CertificationMetrics
 from gateway.domain.ports import JobStore
 from gateway.domain.states import AttemptState
 from gateway.notify import RelayState
@@ -185,6 +186,8 @@ class Metrics:
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
+        #: Shadow checks, suspensions and certificates' expiry (issue 38).
+        self.certification = CertificationMetrics(r)
 
     def watch_relay(self, state: RelayState) -> None:
         """Show the LISTEN relay's state (``onejob_listen_connected``, ``..._reconnects``)."""

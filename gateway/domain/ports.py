@@ -5,6 +5,8 @@
 | ``JobStore`` (with ``ApiKeys``) | ``gateway.store.SqlJobStore`` (PostgreSQL and SQLite) |
 | ``Provider``, ``Reconcilable`` | the protocol adapters (``providers.<protocol>.adapter``) |
 | ``ContractSpec``, ``Certifications``, ``Verdict`` | ``contracts.loader``, ``contracts.registry`` |
+| ``FailoverSuspensions`` | ``contracts.registry`` (certificates' expiry, suspensions) |
+| ``ShadowStore`` | ``gateway.store.SqlJobStore`` (shadow checks: ``gateway.store.shadow``) |
 | ``LocalRunner`` | the dispatcher (``gateway.dispatch.first_attempts``) |
 | ``BackgroundService`` | the dispatcher and the LISTEN relay (``gateway.background``) |
 | ``Clock``, ``IdFactory`` | ``gateway.domain.clock`` (the system's, and manual ones for tests) |
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gateway.domain.records import (
@@ -35,6 +37,7 @@ from gateway.domain.records import (
     Principal,
     TransitionResult,
 )
+from gateway.domain.shadow_records import ShadowCandidate, ShadowOutcome, ShadowTally
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 
 if TYPE_CHECKING:  # data models only: the domain runs without the providers package
@@ -102,6 +105,57 @@ class Certifications(Protocol):
     ) -> Verdict:
         """Decide for ``contract``: a ``ContractSpec`` from the same catalog, which the
         registry reads further (its fingerprint, its cases)."""
+        ...
+
+
+@runtime_checkable
+class FailoverSuspensions(Protocol):
+    """What the shadow checks and the failover matrix read and write beside the verdicts."""
+
+    def latest_certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+        """The newest live/record certificate of ``provider`` for ``contract``, if any."""
+        ...
+
+    def suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
+        """The pair's suspension in force (``contracts.suspensions``), or None."""
+        ...
+
+    def suspend(self, suspension: Mapping[str, Any]) -> bool:
+        """Record a suspension; False when one already holds for the same certificate."""
+        ...
+
+
+@runtime_checkable
+class ShadowStore(Protocol):
+    """Shadow checks (issue 38): succeeded jobs re-run on certified fallbacks, kept apart
+    from the jobs (no attempt, no event)."""
+
+    async def shadow_candidates(
+        self, after: tuple[dt.datetime, str], contracts: Sequence[str], *, limit: int
+    ) -> list[ShadowCandidate]:
+        """Succeeded jobs their primary won, past ``after`` (``updated_at``, id), in order."""
+        ...
+
+    async def begin_shadow_check(
+        self, job_id: str, contract: str, primary: str, fallback: str
+    ) -> tuple[str, str] | None:
+        """Claim one check; (check id, its downstream key), or None when already claimed."""
+        ...
+
+    async def finish_shadow_check(
+        self, check_id: str, outcome: ShadowOutcome, detail: dict[str, Any]
+    ) -> bool:
+        """Record a pending check's outcome."""
+        ...
+
+    async def shadow_calls_since(self, since: dt.datetime) -> int:
+        """Count the checks every process started since ``since``."""
+        ...
+
+    async def shadow_tally(
+        self, contract: str, primary: str, fallback: str, *, since: dt.datetime, window: int
+    ) -> ShadowTally:
+        """Tally the pair's newest ``window`` judged checks started since ``since``."""
         ...
 
 

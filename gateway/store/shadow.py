@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.domain.clock import aware
 from gateway.domain.jsontext import scrub
-from gateway.domain.shadow import JUDGED, ShadowCandidate, ShadowOutcome, ShadowTally
+from gateway.domain.shadow_records import JUDGED, ShadowCandidate, ShadowOutcome, ShadowTally
 from gateway.domain.states import JobStatus
 from gateway.store.database import Database
 from gateway.store.rows import naive_utc

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
-from gateway.domain.shadow import ShadowOutcome
+from gateway.domain.shadow_records import ShadowOutcome
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, shadow_checks
 
