@@ -118,12 +118,18 @@ HARDENING: tuple[Shortcut, ...] = (
     Shortcut(
         setting="",
         code="gateway/http/edge.py (EdgeProtocol)",
-        skips="nothing: uvicorn has no header deadline nor header count and size limits",
+        skips="nothing: uvicorn has no header deadline nor header count and size limits, "
+        "and answers what llhttp refuses in plain text",
         measured="-",
         decision="The HTTP edge is uvicorn + httptools with a protocol subclass, not "
         "another server",
         private=(
             "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.on_header",
+            "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.send_400_response",
+            "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.on_response_complete",
+            "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol#pipeline",
+            "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol#flow",
+            "uvicorn.protocols.http.httptools_impl:RequestResponseCycle#more_body",
             "uvicorn.protocols.http.httptools_impl:STATUS_LINE",
         ),
     ),

@@ -1,4 +1,5 @@
-"""The HTTP/1.1 edge: uvicorn's httptools protocol with a header deadline and header limits.
+"""The HTTP/1.1 edge: uvicorn's httptools protocol with a header deadline, header limits and
+every refusal as a problem document.
 
 What the parser (llhttp) already does, measured over raw sockets: ``Content-Length``
 together with ``Transfer-Encoding: chunked`` (either order), a bad chunk size or a bare LF is
@@ -7,6 +8,15 @@ header block open for as long as the client likes and accepts any number of head
 size. This protocol adds those three limits; the body limit is the app's
 (``max_body_bytes``, 413). The refusals are answered before the app sees the request, so
 they are written as problem documents here and logged on ``onejob.edge``.
+
+What llhttp refuses stays refused (its leniencies would let ``Name : value``, folded lines
+and bare CRs through: request smuggling), but is answered as the app would answer it, not
+with uvicorn's plain-text 400: a method it does not know (``FOO``) is 501, a control
+character or DEL in ``Idempotency-Key`` is ``urn:onejob:invalid-idempotency-key``, anything
+else ``urn:onejob:bad-request`` with llhttp's reason. llhttp says *that* a header value is
+bad, not *which* header: the header is read back from this request's raw header bytes
+(``refusal_for``). Requests before a refused one on the same connection (pipelined) are
+answered first; the refusal follows, and the connection closes.
 """
 
 from __future__ import annotations
@@ -14,9 +24,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import sys
+from dataclasses import dataclass
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from gateway.errors import BadRequest, InvalidIdempotencyKey
 
 log = logging.getLogger("onejob.edge")
 
@@ -25,10 +41,107 @@ MAX_HEADERS = 100  # header fields in one request
 MAX_HEADER_BYTES = 16 * 1024  # request target plus every header name and value, in bytes
 RAW_HEADER_BOUND = 4  # times MAX_HEADER_BYTES: raw bytes an incomplete header block may hold
 
-_REFUSALS = {
-    408: ("urn:onejob:request-timeout", "The request headers did not arrive in time."),
-    431: ("urn:onejob:headers-too-large", "The request has too many or too large headers."),
-}
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A problem document the edge answers with, before the app sees the request."""
+
+    status: int
+    type: str
+    title: str
+    detail: str
+
+    def body(self) -> bytes:
+        """The problem document, as ``gateway.http.responses.problem`` writes one."""
+        document = {"type": self.type, "title": self.title, "status": self.status}
+        return json.dumps({**document, "detail": self.detail}, separators=(",", ":")).encode()
+
+
+HEADERS_LATE = Refusal(
+    408,
+    "urn:onejob:request-timeout",
+    "Request Timeout",
+    "The request headers did not arrive in time.",
+)
+HEADERS_TOO_LARGE = Refusal(
+    431,
+    "urn:onejob:headers-too-large",
+    "Request Header Fields Too Large",
+    "The request has too many or too large headers.",
+)
+UNKNOWN_METHOD = Refusal(
+    501,
+    "urn:onejob:method-not-implemented",
+    "Not Implemented",
+    "The request method is not one this server knows (RFC 9110 §9.1); "
+    "a known method a path does not take is 405, with Allow.",
+)
+BAD_KEY = Refusal(
+    InvalidIdempotencyKey.status,
+    InvalidIdempotencyKey.type,
+    InvalidIdempotencyKey.title,
+    "Idempotency-Key must be printable ASCII; it carries a control character or DEL.",
+)
+
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+#: A header line as sent (its CR taken off): a name, a colon, a value.
+_HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):(.*)", re.DOTALL)
+#: What RFC 9110 §5.5 does not allow in a field value (HTAB and obs-text are allowed).
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+#: The start of a request line: a method token and its space.
+_METHOD = re.compile(_TOKEN + rb" ")
+_END_OF_HEADERS = b"\r\n\r\n"
+
+
+def refusal_for(error: BaseException | None, head: bytes) -> Refusal:
+    """Say how to answer llhttp's ``error`` on a request whose raw bytes start in ``head``.
+
+    ``head`` holds what the connection received from the chunk in which the refused request
+    began: the request may follow others (pipelined) in it, so each request-line and header
+    line in it is a candidate. The ones before the refused request were parsed, so none of
+    them is at fault, unless a pipelined body is shaped like one: then the type may be wrong,
+    never the status.
+    """
+    reason = str(error) if error is not None else "unreadable"
+    if isinstance(error, httptools.HttpParserInvalidMethodError) and _unknown_method(head):
+        return UNKNOWN_METHOD
+    if "header value" in reason:
+        name = _header_at_fault(head)
+        if name is not None and name.lower() == b"idempotency-key":
+            return BAD_KEY
+        if name is not None:
+            reason = f"{reason} in {name.decode('ascii')[:64]}"
+    detail = f"The request is not valid HTTP/1.1: {reason}."
+    return Refusal(BadRequest.status, BadRequest.type, BadRequest.title, detail)
+
+
+def _unknown_method(head: bytes) -> bool:
+    """Whether a request in ``head`` starts with a method token llhttp does not know."""
+    starts = [0]
+    at = head.find(_END_OF_HEADERS)
+    while at != -1:
+        starts.append(at + len(_END_OF_HEADERS))
+        at = head.find(_END_OF_HEADERS, starts[-1])
+    for start in starts:
+        method = _METHOD.match(head, start)
+        if method is None:
+            continue
+        try:
+            httptools.HttpRequestParser(None).feed_data(method.group() + b"/ HTTP/1.1\r\n")
+        except httptools.HttpParserInvalidMethodError:
+            return True
+        except httptools.HttpParserError:
+            continue
+    return False
+
+
+def _header_at_fault(head: bytes) -> bytes | None:
+    """The name of the first header line in ``head`` whose value llhttp refuses."""
+    for line in head.split(b"\n"):
+        field = _HEADER_LINE.fullmatch(line.removesuffix(b"\r"))
+        if field is not None and _CONTROL.search(field.group(2)):
+            return field.group(1)
+    return None
 
 
 class _HeadersTooLarge(Exception):
@@ -36,7 +149,8 @@ class _HeadersTooLarge(Exception):
 
 
 class EdgeProtocol(HttpToolsProtocol):
-    """Refuse slow (408) and oversized (431) header blocks, then close the connection."""
+    """Refuse slow (408) and oversized (431) header blocks, answer what llhttp refuses as
+    problems (400, 501), then close the connection."""
 
     header_timeout = HEADER_TIMEOUT
     max_headers = MAX_HEADERS
@@ -50,7 +164,10 @@ class EdgeProtocol(HttpToolsProtocol):
         self._header_bytes = 0  # exact: target, names and values of this request
         self._raw_header_bytes = 0  # bytes read while this request's headers are incomplete
         self._reading_headers = True
-        self._refusal: int | None = None
+        self._refusal: Refusal | None = None  # raised by a header limit inside the parser
+        self._held: Refusal | None = None  # sent once the requests before it are answered
+        self._chunk = b""  # the chunk being parsed
+        self._head: list[bytes] = []  # the chunks since this request began, to its headers' end
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Start the header deadline as the connection opens (a silent client is slow too);
@@ -72,17 +189,24 @@ class EdgeProtocol(HttpToolsProtocol):
         would otherwise grow in memory until the deadline. The count may include the end
         of a previous pipelined body, hence the generous bound.
         """
+        if self._held is not None:
+            return  # the parser failed; only the answers before the refusal are left
+        self._chunk = data
+        if self._reading_headers:
+            self._head.append(data)
         super().data_received(data)
+        self._chunk = b""
         if self._reading_headers and not self.transport.is_closing():
             self._raw_header_bytes += len(data)
             if self._raw_header_bytes > RAW_HEADER_BOUND * self.max_header_bytes:
-                self._refuse(431)
+                self._refuse(HEADERS_TOO_LARGE)
 
     def on_message_begin(self) -> None:
         """Start counting a new request's header bytes, and its deadline."""
         super().on_message_begin()
         self._header_bytes = 0
         self._reading_headers = True
+        self._head = [self._chunk]
         self._arm_header_deadline()
 
     def on_url(self, url: bytes) -> None:
@@ -102,14 +226,26 @@ class EdgeProtocol(HttpToolsProtocol):
         self._disarm_header_deadline()
         self._reading_headers = False
         self._raw_header_bytes = 0
+        self._head = []
         super().on_headers_complete()
 
     def send_400_response(self, msg: str) -> None:
-        """Answer a parse error; one raised by a header limit is a 431."""
-        if self._refusal is None:
-            super().send_400_response(msg)
-        else:
+        """Answer a parse error as a problem; one raised by a header limit is a 431.
+
+        uvicorn calls this in its ``except httptools.HttpParserError`` clause, so the
+        parser's error is the exception being handled.
+        """
+        if self._refusal is not None:
             self._refuse(self._refusal)
+            return
+        self._refuse(refusal_for(sys.exception(), b"".join(self._head)))
+
+    def on_response_complete(self) -> None:
+        """Start the next pipelined request, or send the refusal that waited for them."""
+        super().on_response_complete()
+        if self._held is not None and not self._in_flight():
+            refusal, self._held = self._held, None
+            self._send(refusal)
 
     def _count(self, size: int) -> None:
         self._header_bytes += size
@@ -117,7 +253,7 @@ class EdgeProtocol(HttpToolsProtocol):
             self._refuse_while_parsing()
 
     def _refuse_while_parsing(self) -> None:
-        self._refusal = 431
+        self._refusal = HEADERS_TOO_LARGE
         raise _HeadersTooLarge
 
     def _arm_header_deadline(self) -> None:
@@ -137,13 +273,31 @@ class EdgeProtocol(HttpToolsProtocol):
             # A pipelined request waits behind one in flight; its clock starts after it.
             self._arm_header_deadline()
             return
-        self._refuse(408)
+        self._refuse(HEADERS_LATE)
 
-    def _refuse(self, status: int) -> None:
-        kind, detail = _REFUSALS[status]
-        title = STATUS_LINE[status].decode().split(" ", 2)[2].strip()
-        body = json.dumps({"type": kind, "title": title, "status": status, "detail": detail})
-        head = [STATUS_LINE[status]]
+    def _in_flight(self) -> bool:
+        """Whether a request read in full still waits for its answer (or is queued)."""
+        cycle = self.cycle
+        return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
+
+    def _refuse(self, refusal: Refusal) -> None:
+        """Send ``refusal`` and close, after the answers to the requests read before it.
+
+        A request whose body is still arriving cannot be answered once the parser failed;
+        it is not waited for.
+        """
+        if self._held is not None or self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if self._in_flight() and (cycle is None or not cycle.more_body):
+            self._held = refusal
+            self.flow.pause_reading()
+            return
+        self._send(refusal)
+
+    def _send(self, refusal: Refusal) -> None:
+        body = refusal.body()
+        head = [STATUS_LINE[refusal.status]]
         head += [
             name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers
         ]
@@ -152,10 +306,14 @@ class EdgeProtocol(HttpToolsProtocol):
             b"content-length: %d\r\n" % len(body),
             b"connection: close\r\n\r\n",
         ]
-        self.transport.write(b"".join(head) + body.encode())
+        self.transport.write(b"".join(head) + body)
         self.transport.close()
         client = f"{self.client[0]}:{self.client[1]}" if self.client else None
-        log.info("refused at the edge: %s", kind, extra={"status": status, "client": client})
+        log.info(
+            "refused at the edge: %s",
+            refusal.type,
+            extra={"status": refusal.status, "client": client},
+        )
 
 
 class PlainEdgeProtocol(EdgeProtocol):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -248,3 +250,113 @@ async def test_the_body_limit_holds_over_a_socket(
         response = await _exchange(base, head + framed)
     assert _status(response) == 413, response[:300]
     assert await count_rows() == (0, 0)
+
+
+def _problem(response: bytes) -> dict[str, Any]:
+    """The problem document of a one-response answer; fail unless it is one."""
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert b"\r\ncontent-type: application/problem+json\r\n" in head.lower() + b"\r\n", head
+    document: dict[str, Any] = json.loads(body)
+    assert set(document) == {"type", "title", "status", "detail"}, document
+    assert document["status"] == _status(response)
+    return document
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    ["FOO /v1/jobs HTTP/1.1", "get /v1/jobs HTTP/1.1", "GETX /healthz HTTP/1.1", "BREW / HTTP/1.1"],
+)
+async def test_a_method_the_parser_does_not_know_is_501_as_a_problem(
+    app: Litestar, served: Any, request_line: str
+) -> None:
+    async with served(app) as base:
+        response = await _exchange(base, f"{request_line}\r\nHost: gw\r\n\r\n".encode())
+    assert _status(response) == 501, response[:300]
+    assert _problem(response)["type"] == "urn:onejob:method-not-implemented"
+    assert b"connection: close" in response.lower()
+
+
+async def test_a_known_method_a_path_does_not_take_is_still_405_from_the_app(
+    app: Litestar, served: Any
+) -> None:
+    async with served(app) as base:
+        response = await _exchange(
+            base, b"PROPFIND /v1/jobs HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+        )
+    assert _status(response) == 405, response[:300]
+    assert _problem(response)["type"] == "urn:onejob:method-not-allowed"
+
+
+@pytest.mark.parametrize("character", [b"\x00", b"\x01", b"\x1b", b"\x7f", b"\r"])
+@pytest.mark.parametrize("quoted", [False, True])
+async def test_a_control_character_in_the_idempotency_key_is_the_invalid_key_problem(
+    app: Litestar, keys: Any, served: Any, count_rows: Any, character: bytes, quoted: bool
+) -> None:
+    key = b"order" + character + b"42"
+    value = b'"' + key + b'"' if quoted else key
+    body = b'{"contract":"echo@1","input":{"n":1}}'
+    raw = (
+        b"POST /v1/jobs HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"
+        b"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    ) % (keys.alice.encode(), value, len(body), body)
+    async with served(app) as base:
+        response = await _exchange(base, raw)
+    assert _status(response) == 400, response[:300]
+    assert _problem(response)["type"] == "urn:onejob:invalid-idempotency-key"
+    assert await count_rows() == (0, 0)
+
+
+async def test_a_tab_in_the_idempotency_key_reaches_the_app_and_gets_the_same_problem(
+    app: Litestar, keys: Any, served: Any
+) -> None:
+    raw = _job_request(keys.alice, "Content-Length: 37\r\nConnection: close\r\n", "a\tb")
+    raw = raw.replace(b"Transfer-Encoding", b"X-Unused")  # _job_request frames it chunked
+    body = b'{"contract":"echo@1","input":{"n":1}}'
+    raw = raw.split(b"\r\n\r\n")[0] + b"\r\n\r\n" + body
+    async with served(app) as base:
+        response = await _exchange(base, raw)
+    assert _status(response) == 400, response[:300]
+    assert _problem(response)["type"] == "urn:onejob:invalid-idempotency-key"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Other: a\x01b\r\n\r\n", b"X-Other"),
+        (b"GET /v1/jobs/\xc3\xa9 HTTP/1.1\r\nHost: gw\r\n\r\n", b"url"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nIdem\x01potency-Key: a\r\n\r\n", b"header"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nIdempotency-Key : a\r\n\r\n", b"header"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Folded: a\r\n b\r\n\r\n", b"whitespace"),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", b"method"),
+        (b"GET /healthz HTTP/1.2\r\nHost: gw\r\n\r\n", b"version"),
+    ],
+)
+async def test_what_the_parser_refuses_is_a_bad_request_problem_with_its_reason(
+    app: Litestar, served: Any, raw: bytes, reason: bytes
+) -> None:
+    async with served(app) as base:
+        response = await _exchange(base, raw)
+    assert _status(response) == 400, response[:300]
+    problem = _problem(response)
+    assert problem["type"] == "urn:onejob:bad-request"
+    assert reason.decode() in problem["detail"]
+    assert b"connection: close" in response.lower()
+
+
+async def test_requests_before_a_refused_one_are_answered_first(
+    app: Litestar, keys: Any, served: Any, count_rows: Any
+) -> None:
+    body = b'{"contract":"echo@1","input":{"n":1}}'
+    create = (
+        b"POST /v1/jobs HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"
+        b'Idempotency-Key: "pipelined"\r\nContent-Type: application/json\r\n'
+        b"Content-Length: %d\r\n\r\n%s"
+    ) % (keys.alice.encode(), len(body), body)
+    health = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
+    refused = b"FOO /v1/jobs HTTP/1.1\r\nHost: gw\r\n\r\n"
+    async with served(app) as base:
+        response = await _exchange(base, create + health + refused)
+    statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", response)]
+    assert statuses == [201, 200, 501], response
+    assert await count_rows() == (1, 1)
+    assert _problem(b"HTTP/1.1 " + response.rsplit(b"HTTP/1.1 ", 1)[1])["status"] == 501
