@@ -301,7 +301,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if previous is not None
         else None
     )
-    paths = write_reports(run, args.report_dir, comparison)
+    paths = write_reports(run, args.report_dir, comparison, registry=registry, validity=validity)
     print("\n" + summary_table(run), file=out)
     print("\n" + run.variants_line(), file=out)
     if comparison is not None:

@@ -1,6 +1,10 @@
 """Render a certification run: ``contracts.json``, ``contracts.html``, ``contracts.junit.xml``.
 
-The HTML page is a provider x contract matrix a person reads at a glance (green: certified,
+The HTML page starts with the decision: each primary -> fallback pair the run compared,
+allowed or refused by the certification registry with the reason words of
+``onejob can-i-failover``, and the certificate behind each side (model, fingerprint,
+expiry; ``reports/failover_table.py``). Then a provider x contract matrix a person reads
+at a glance (each contract's fingerprint, each cell's model and expiry; green: certified,
 red: failed, with the first broken layer, the variants passed, p95 latency, tokens and cost
 per case against the budget, and a caveat where stability rests on pass^k alone because
 the model refused temperature), then what changed since a previous run (``--compare``),
@@ -11,6 +15,7 @@ excerpt of the offending output. The template is ``templates/contracts.html.j2``
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,8 @@ from certify.checks import CASE_LAYERS
 from certify.compare import Comparison
 from certify.results import CaseResult, CertificationRun, UnitResult, variants_summary
 from certify.usage import usd
+from contracts.registry import DEFAULT_VALIDITY, CertificationRegistry
+from reports.failover_table import failover_rows, short
 from reports.junit import JunitCase, write_junit
 
 FORMAT = "onejob.contracts-report/1"
@@ -155,8 +162,9 @@ def junit_cases(run: CertificationRun, comparison: Comparison | None = None) -> 
     return out
 
 
-def _cell(u: UnitResult) -> dict[str, Any]:
+def _cell(u: UnitResult, validity: dt.timedelta) -> dict[str, Any]:
     fails = u.failures()
+    certificate = u.certificate(validity)
     layers = sorted({f["layer"] for f in fails})
     budget = u.budget_check()
     limits = ", ".join(
@@ -164,6 +172,10 @@ def _cell(u: UnitResult) -> dict[str, Any]:
     )
     return {
         "passed": u.passed,
+        "model": u.provider.model,
+        "adapter": u.adapter_version,
+        "certified_at": certificate["certified_at"],
+        "expires_at": certificate["expires_at"],
         "rates": u.pass_rates(),
         "note": u.stability_note(),
         "first": (
@@ -201,10 +213,17 @@ def _usage_row(u: UnitResult) -> dict[str, Any]:
     }
 
 
-def html_report(run: CertificationRun, comparison: Comparison | None = None) -> str:
-    """Return the HTML matrix page."""
+def html_report(
+    run: CertificationRun,
+    comparison: Comparison | None = None,
+    *,
+    failover: list[dict[str, Any]] | None = None,
+    validity: dt.timedelta = DEFAULT_VALIDITY,
+) -> str:
+    """Return the HTML page: the failover decisions, then the matrix and the details."""
     providers = list(dict.fromkeys(u.provider.name for u in run.units))
     contracts = sorted({u.contract.name for u in run.units})
+    fingerprints = {u.contract.name: u.contract.fingerprint for u in run.units}
     drawn: dict[str, dict[str, CaseResult]] = {c: {} for c in contracts}
     for u in run.units:
         for v in u.variants:
@@ -225,7 +244,10 @@ def html_report(run: CertificationRun, comparison: Comparison | None = None) -> 
         variants_line=run.variants_line(),
         providers=providers,
         contracts=contracts,
-        cells={(u.provider.name, u.contract.name): _cell(u) for u in run.units},
+        fingerprints=fingerprints,
+        short=short,
+        failover=failover_rows(run, validity=validity) if failover is None else failover,
+        cells={(u.provider.name, u.contract.name): _cell(u, validity) for u in run.units},
         comparison=comparison,
         usage_rows=[_usage_row(u) for u in run.units],
         variants_drawn={c: list(v.values()) for c, v in drawn.items()},
@@ -242,9 +264,19 @@ def _clip(text: str, limit: int) -> str:
 
 
 def write_reports(
-    run: CertificationRun, report_dir: str | Path, comparison: Comparison | None = None
+    run: CertificationRun,
+    report_dir: str | Path,
+    comparison: Comparison | None = None,
+    *,
+    registry: CertificationRegistry | None = None,
+    validity: dt.timedelta = DEFAULT_VALIDITY,
 ) -> dict[str, Path]:
-    """Write the three report files into ``report_dir`` and return their paths."""
+    """Write the three report files into ``report_dir`` and return their paths.
+
+    The failover decisions are ``registry``'s (the one the run recorded into), or, without
+    it, those of this run's certificates alone (``reports.failover_table``).
+    """
+    failover = failover_rows(run, registry, validity=validity)
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -253,9 +285,12 @@ def write_reports(
         "junit": out / "contracts.junit.xml",
     }
     paths["json"].write_text(
-        json.dumps(run_json(run, comparison), indent=2, ensure_ascii=False) + "\n",
+        json.dumps(run_json(run, comparison) | {"failover": failover}, indent=2, ensure_ascii=False)
+        + "\n",
         encoding="utf-8",
     )
-    paths["html"].write_text(html_report(run, comparison), encoding="utf-8")
+    paths["html"].write_text(
+        html_report(run, comparison, failover=failover, validity=validity), encoding="utf-8"
+    )
     write_junit(paths["junit"], SUITE_NAME, junit_cases(run, comparison))
     return paths
