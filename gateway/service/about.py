@@ -1,11 +1,27 @@
 """What the gateway tells about itself: its contracts and their routes, the failover matrix
-the certification registry allows (``GET /v1/certifications``), and its metrics."""
+the certification registry allows (``GET /v1/certifications``), and its metrics.
+
+Each matrix row carries, beside the verdict (issue 38): when the pair's first certificate
+expires (``expires_at``, ``days_to_expiry``, ``recertify_due`` within ``[certification]
+within_days``), the suspension the shadow checks recorded (``suspended``: null, or since,
+reason, disagreement_rate, checks, disagreements, threshold, min_samples, fields,
+fallback_run_id, by) and, from the database, the shadow checks since the fallback's
+certificate (``shadow``: null when off, or checks, disagreements, errors,
+disagreement_rate, since, sample_rate, threshold, min_samples).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from contracts.suspensions import public as public_suspension
+from gateway.domain.ports import FailoverSuspensions, ShadowStore
+from gateway.domain.shadow import HOUR
 from gateway.service.base import ServiceBase
+from gateway.shadow import certified_since
+
+DAY = 86_400.0  # seconds
 
 #: What ``GET /v1/certifications`` shows of each certificate behind a verdict.
 CERTIFICATE_FIELDS = (
@@ -20,6 +36,7 @@ CERTIFICATE_FIELDS = (
     "cases",
     "pass_rates",
     "failures",
+    "run_id",
 )
 
 
@@ -48,47 +65,147 @@ class About(ServiceBase):
 
     def certifications_matrix(self) -> list[dict[str, Any]]:
         """Return the effective failover matrix: one row per contract and configured fallback."""
+        now = dt.datetime.now(dt.UTC)
         rows: list[dict[str, Any]] = []
-        for name in sorted(self.catalog):
-            route = self.settings.route_for(name)
-            if route is None:
-                continue
-            primary = self.settings.providers.get(route.primary)
-            for fallback_name in route.fallbacks:
-                fallback = self.settings.providers.get(fallback_name)
-                detail = ""
-                if primary is None or fallback is None:
-                    allowed, reason = False, "provider not configured"
-                else:
-                    verdict = self.certifications.can_failover(
-                        self.catalog[name], primary, fallback
-                    )
-                    allowed, reason = verdict.allowed, str(verdict.reason)
-                    detail = str(getattr(verdict, "detail", ""))
-                rows.append(
-                    {
-                        "contract": name,
-                        "primary": route.primary,
-                        "fallback": fallback_name,
-                        "allowed": allowed,
-                        "reason": reason,
-                        "detail": detail,
-                        "fingerprint": getattr(self.catalog[name], "fingerprint", None),
-                        "primary_certificate": self._certificate(name, route.primary),
-                        "fallback_certificate": self._certificate(name, fallback_name),
-                    }
-                )
+        for name, primary_name, fallback_name in self._pairs():
+            primary = self.settings.providers.get(primary_name)
+            fallback = self.settings.providers.get(fallback_name)
+            detail = ""
+            if primary is None or fallback is None:
+                allowed, reason = False, "provider not configured"
+            else:
+                verdict = self.certifications.can_failover(self.catalog[name], primary, fallback)
+                allowed, reason = verdict.allowed, str(verdict.reason)
+                detail = str(getattr(verdict, "detail", ""))
+            certs = [
+                self._certificate(name, primary_name, now),
+                self._certificate(name, fallback_name, now),
+            ]
+            expiring = [c for c in certs if c is not None and c.get("expires_at")]
+            first = (
+                min(expiring, key=lambda c: str(c["expires_at"])) if len(expiring) == 2 else None
+            )
+            days = first["days_to_expiry"] if first is not None else None
+            rows.append(
+                {
+                    "contract": name,
+                    "primary": primary_name,
+                    "fallback": fallback_name,
+                    "allowed": allowed,
+                    "reason": reason,
+                    "detail": detail,
+                    "fingerprint": getattr(self.catalog[name], "fingerprint", None),
+                    "primary_certificate": certs[0],
+                    "fallback_certificate": certs[1],
+                    "expires_at": first["expires_at"] if first is not None else None,
+                    "days_to_expiry": days,
+                    "recertify_due": days is not None
+                    and days <= self.settings.certification.within_days,
+                    "suspended": self._suspension(name, primary_name, fallback_name),
+                }
+            )
         return rows
 
-    def _certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+    async def certifications_view(self) -> list[dict[str, Any]]:
+        """Return the matrix with each pair's shadow checks read from the database."""
+        rows = self.certifications_matrix()
+        for row in rows:
+            row["shadow"] = await self._shadow(row["contract"], row["primary"], row["fallback"])
+        return rows
+
+    def _pairs(self) -> list[tuple[str, str, str]]:
+        """Return (contract, primary, fallback) for every contract's configured fallbacks."""
+        pairs: list[tuple[str, str, str]] = []
+        for name in sorted(self.catalog):
+            route = self.settings.route_for(name)
+            if route is not None:
+                pairs += [(name, route.primary, fallback) for fallback in route.fallbacks]
+        return pairs
+
+    def _certificate(
+        self, contract: str, provider: str, now: dt.datetime | None = None
+    ) -> dict[str, Any] | None:
         """Summarize the newest certificate behind a verdict (when the policy keeps them)."""
         lookup = getattr(self.certifications, "latest_certificate", None)
         entry = lookup(contract, provider) if lookup is not None else None
         if entry is None:
             return None
-        return {field: entry.get(field) for field in CERTIFICATE_FIELDS}
+        out = {field: entry.get(field) for field in CERTIFICATE_FIELDS}
+        out["days_to_expiry"] = _days_to(entry.get("expires_at"), now or dt.datetime.now(dt.UTC))
+        return out
+
+    def _suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
+        if not isinstance(self.certifications, FailoverSuspensions):
+            return None
+        return public_suspension(self.certifications.suspension(contract, primary, fallback))
+
+    async def _shadow(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
+        """Tally the pair's shadow checks since the fallback's certificate (None: off)."""
+        config = self.settings.shadow
+        registry = self.certifications
+        if (
+            config.sample_rate <= 0
+            or not isinstance(self.store, ShadowStore)
+            or not isinstance(registry, FailoverSuspensions)
+            or not getattr(self.catalog.get(contract), "hedgeable", False)
+        ):
+            return None
+        since = certified_since(registry, contract, fallback)
+        tally = await self.store.shadow_tally(
+            contract, primary, fallback, since=since, window=config.window
+        )
+        return {
+            "checks": tally.checks,
+            "disagreements": tally.disagreements,
+            "errors": tally.errors,
+            "disagreement_rate": tally.rate,
+            "fields": tally.fields,
+            "since": since.isoformat().replace("+00:00", "Z"),
+            "sample_rate": config.sample_rate,
+            "threshold": config.threshold,
+            "min_samples": config.min_samples,
+        }
 
     async def render_metrics(self) -> tuple[bytes, str]:
         """Refresh the database-derived gauges and return the Prometheus exposition."""
         await self.metrics.refresh(self.store)
+        await self.refresh_certification_gauges()
         return self.metrics.render()
+
+    async def refresh_certification_gauges(self) -> None:
+        """Set days to expiry, suspensions, disagreement rates and the shadow call count."""
+        gauges = self.metrics.certification
+        now = dt.datetime.now(dt.UTC)
+        seen: set[tuple[str, str]] = set()
+        for contract, primary, fallback in self._pairs():
+            for provider in (primary, fallback):
+                cert = self._certificate(contract, provider, now)
+                if (contract, provider) not in seen and cert and cert["days_to_expiry"] is not None:
+                    gauges.days_to_expiry.labels(contract, provider).set(cert["days_to_expiry"])
+                    seen.add((contract, provider))
+            suspended = self._suspension(contract, primary, fallback) is not None
+            gauges.suspended.labels(contract, primary, fallback).set(1 if suspended else 0)
+            shadow = await self._shadow(contract, primary, fallback)
+            if shadow is not None:
+                gauges.judged.labels(contract, primary, fallback).set(shadow["checks"])
+                if shadow["disagreement_rate"] is not None:
+                    rate = shadow["disagreement_rate"]
+                    gauges.disagreement_rate.labels(contract, primary, fallback).set(rate)
+        shadow_on = self.settings.shadow.sample_rate > 0
+        gauges.shadow_calls_limit.set(self.settings.shadow.calls_per_hour if shadow_on else 0)
+        if shadow_on and isinstance(self.store, ShadowStore):
+            since = now - dt.timedelta(seconds=HOUR)
+            gauges.shadow_calls_last_hour.set(await self.store.shadow_calls_since(since))
+
+
+def _days_to(expires_at: Any, now: dt.datetime) -> float | None:
+    """Return the days from ``now`` to a registry timestamp (negative once past)."""
+    if not isinstance(expires_at, str):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return round((moment - now).total_seconds() / DAY, 3)
