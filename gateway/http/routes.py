@@ -341,7 +341,7 @@ async def who_am_i(principal: Caller) -> Response[Any]:
 )
 async def list_certifications(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
     """Show the effective failover matrix: which fallback may replace which primary."""
-    return Response(content={"certifications": service_of(request).certifications_matrix()})
+    return Response(content={"certifications": await service_of(request).certifications_view()})
 
 
 @get("/metrics", media_type=METRICS_MEDIA_TYPE)
