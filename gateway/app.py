@@ -35,6 +35,7 @@ from gateway.http.routes import (
     readyz,
     v1_router,
 )
+from gateway.http.schema_page import OfflineRedoc, favicon, schema_router
 from gateway.logging import access_log_middleware
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
@@ -91,6 +92,7 @@ def create_app(
         route_handlers=[
             v1_router(),
             console_router(),
+            favicon,
             allow("/healthz", healthz, healthz_head),
             healthz,
             healthz_head,
@@ -106,6 +108,9 @@ def create_app(
             path="/schema",
             description=_DESCRIPTION,
             components=SECURITY_COMPONENTS,
+            # Served from the package, not a CDN: the page works offline (schema_page.py).
+            render_plugins=[OfflineRedoc()],
+            openapi_router=schema_router(),
         ),
         plugins=[StrictStructSchemaPlugin()],
         debug=False,
