@@ -16,8 +16,8 @@ _STATUS = re.compile(
     r"(?:^\s*- |\| |gives |and |else |give )([1-5]\d\d)\b(?= |`|\||:|,|$)", re.MULTILINE
 )
 #: Statuses of the problem table that no route declares: they come before routing or are
-#: a bug (405 wrong method, 408/431 the HTTP edge, 500 internal error).
-_NOT_PER_ROUTE = {"405", "408", "431", "500"}
+#: a bug (405 wrong method, 408/431/501 the HTTP edge, 500 internal error).
+_NOT_PER_ROUTE = {"405", "408", "431", "500", "501"}
 
 
 def _shape(path: str) -> str:
