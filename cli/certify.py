@@ -15,13 +15,14 @@ import datetime as dt
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cli.arguments import Subcommands
 
 if TYPE_CHECKING:
     from certify.results import CertificationRun, Progress
     from contracts.model import Contract
+    from gateway.settings import Settings
     from providers.config import ProviderConfig
 
 COMMANDS = {
@@ -85,6 +86,17 @@ def register(subcommands: Subcommands) -> None:
         action="store_true",
         help="start an in-process simulator and certify " + ", ".join(SIM_PROVIDERS),
     )
+    cert.add_argument(
+        "--due",
+        action="store_true",
+        help="certify again only what expires within --within-days (for cron; the worker's pass)",
+    )
+    cert.add_argument(
+        "--within-days",
+        type=float,
+        metavar="D",
+        help="with --due: days before expiry (default: [certification] within_days, 7)",
+    )
     cert.set_defaults(func=cmd_certify)
 
     can = subcommands.add_parser("can-i-failover", help=COMMANDS["can-i-failover"])
@@ -108,7 +120,8 @@ def _configured(
         return sim_providers(), sim_pairs(), args.registry or DEFAULT_REGISTRY
     from gateway.settings import load_settings
 
-    settings = load_settings(args.config)
+    given = getattr(args, "settings", None)  # the worker's own settings (its scheduled pass)
+    settings = given if given is not None else load_settings(args.config)
     pairs = [(route.primary, fb) for route in settings.routes.values() for fb in route.fallbacks]
     registry = args.registry or settings.certifications_path or DEFAULT_REGISTRY
     return dict(settings.providers), list(dict.fromkeys(pairs)), registry
@@ -213,6 +226,8 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from reports.contracts_report import run_json, write_reports
 
     out = out or sys.stderr
+    if getattr(args, "due", False):
+        return await certify_due(args, out)
     mode = Mode(args.mode)
     if args.repeats < 1 or (args.variants is not None and args.variants < 0):
         print("error: --repeats must be >= 1 and --variants >= 0", file=out)
@@ -320,6 +335,49 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return EXIT_PASS if run.passed else EXIT_FAIL
 
 
+async def certify_due(args: argparse.Namespace, out: TextIO, now: dt.datetime | None = None) -> int:
+    """Certify again, provider by provider, the units whose certificates expire soon."""
+    from certify.due import due_units
+    from contracts.loader import load_catalog
+    from contracts.registry import CertificationRegistry
+
+    try:
+        catalog = load_catalog(Path(args.catalog) if args.catalog else None)
+        providers, pairs, registry_path = _configured(args)
+        within = args.within_days
+        if within is None:
+            within = _settings_of(args).certification.within_days if not args.sim else 7.0
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=out)
+        return EXIT_ERROR
+    registry = CertificationRegistry(registry_path)
+    due, skipped = due_units(
+        registry, catalog, providers, pairs, now=now or dt.datetime.now(dt.UTC), within_days=within
+    )
+    for note in skipped:
+        print(f"not due: {note}", file=out)
+    if not due:
+        print(f"nothing to certify again: no certificate expires within {within:g} days", file=out)
+        return EXIT_PASS
+    print("due:\n" + "\n".join(f"  {d.line()}" for d in due), file=out, flush=True)
+    code = EXIT_PASS
+    for provider in dict.fromkeys(d.provider for d in due):
+        contracts = [d.contract for d in due if d.provider == provider]
+        one = argparse.Namespace(**{**vars(args), "due": False})
+        one.provider, one.contract = [provider], contracts
+        code = max(code, await certify(one, out))
+    return code
+
+
+def _settings_of(args: argparse.Namespace) -> Settings:
+    given = getattr(args, "settings", None)
+    if given is not None:
+        return given  # type: ignore[no-any-return]
+    from gateway.settings import load_settings
+
+    return load_settings(args.config)
+
+
 def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print whether the failover is allowed and why; 0 allowed, 1 refused, 2 bad arguments."""
     from contracts.loader import load_catalog
@@ -338,7 +396,43 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
     except (ContractError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=out)
         return EXIT_ERROR
-    verdict = CertificationRegistry(registry_path).can_failover(contract, primary, fallback)
+    registry = CertificationRegistry(registry_path)
+    verdict = registry.can_failover(contract, primary, fallback)
     word = "yes" if verdict.allowed else "no"
     print(f"{word}: {verdict}", file=out)
+    settings = None if args.sim else _settings_of(args)
+    if settings is not None and contract.hedgeable:
+        if settings.shadow.sample_rate <= 0:
+            print("shadow checks: off ([shadow] sample_rate = 0)", file=out)
+        else:
+            pair = (contract.name, primary.name, fallback.name)
+            print(asyncio.run(_shadow_line(settings, registry, *pair)), file=out)
     return EXIT_PASS if verdict.allowed else EXIT_FAIL
+
+
+async def _shadow_line(
+    settings: Settings, registry: Any, contract: str, primary: str, fallback: str
+) -> str:
+    """Say what the shadow checks measured for the pair since the fallback's certificate."""
+    from gateway.bootstrap import open_store_for
+    from gateway.shadow import certified_since
+
+    since = certified_since(registry, contract, fallback)
+    try:
+        store = await open_store_for(settings)
+        try:
+            tally = await store.shadow_tally(
+                contract, primary, fallback, since=since, window=settings.shadow.window
+            )
+        finally:
+            await store.close()
+    except Exception as exc:  # the verdict above stands; the rate is extra
+        return f"shadow checks: not read ({type(exc).__name__}: {str(exc)[:120]})"
+    rate = "no judged check yet" if tally.rate is None else f"{tally.rate:.0%} disagreed"
+    fields = f", on {', '.join(sorted(tally.fields))}" if tally.fields else ""
+    return (
+        f"shadow checks since {since.isoformat().replace('+00:00', 'Z')}: {tally.checks} "
+        f"judged, {tally.disagreements} disagreed ({rate}{fields}), {tally.errors} without an "
+        f"answer; suspended at {settings.shadow.threshold:.0%} with {settings.shadow.min_samples} "
+        "judged"
+    )
