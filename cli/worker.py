@@ -59,6 +59,7 @@ async def run_worker(
     settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
 ) -> int:
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
+    from cli.certify import recertify_forever
     from gateway.bootstrap import default_background, running, warn_of_missing_api_keys
     from gateway.metrics import Metrics
     from gateway.notify import ChangeHub
@@ -94,6 +95,15 @@ async def run_worker(
             "worker started",
             extra={"worker_id": settings.instance_id, "runners": settings.dispatcher.runners},
         )
+        # Certificates never lapse by surprise (issue 38): `certify --due` on a schedule.
+        recertify = (
+            asyncio.create_task(recertify_forever(settings, stop, metrics), name="recertify")
+            if settings.certification.recertify
+            else None
+        )
         await stop.wait()
+        if recertify is not None:
+            recertify.cancel()
+            await asyncio.gather(recertify, return_exceptions=True)
         log.info("worker stopping", extra={"worker_id": settings.instance_id})
     return 0

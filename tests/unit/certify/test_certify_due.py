@@ -119,3 +119,39 @@ async def test_certify_due_says_when_nothing_is_due(tmp_path: Path) -> None:
     args = parse("certify", "--sim", "--due", "--registry", str(path))
     assert await certify(args, out) == 0
     assert "nothing to certify again: no certificate expires within 7 days" in out.getvalue()
+
+
+async def test_the_workers_pass_logs_what_it_did_and_sets_days_to_expiry(
+    tmp_path: Path, caplog: Any
+) -> None:
+    import asyncio
+    import logging
+
+    from cli.certify import recertify_forever
+    from gateway.metrics import Metrics
+    from gateway.settings import Settings, simulator_defaults
+
+    path = tmp_path / "certs.json"
+    settings = Settings.model_validate(
+        {**simulator_defaults(), "certifications_path": str(path),
+         "certification": {"interval": 60.0}}
+    )  # fmt: skip
+    cfg = settings.providers["sim-openai"]
+    entry = sim_certificate("faithful", "cert-1", dt.timedelta(days=20))
+    entry.update(provider="sim-openai", model=cfg.model)
+    CertificationRegistry(path).record([entry])
+    stop, metrics = asyncio.Event(), Metrics()
+    with caplog.at_level(logging.INFO, logger="onejob.recertify"):
+        task = asyncio.create_task(recertify_forever(settings, stop, metrics))
+        for _ in range(100):
+            if "re-certification pass" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    assert "nothing to certify again: no certificate expires within 7 days" in caplog.text
+    days = metrics.registry.get_sample_value(
+        "onejob_certificate_days_to_expiry",
+        {"contract": "ticket-triage@1", "provider": "sim-openai"},
+    )
+    assert days is not None and 19.9 < days <= 20.0
