@@ -173,6 +173,43 @@ IDEMPOTENCY_KEY_PATTERN = (
 )
 
 
+#: Crockford's base32, as ``gateway.domain.clock.ulid_text`` writes a ULID.
+_ULID = "[0-9A-HJKMNP-TV-Z]{26}"
+#: The ids this gateway makes (``UlidIds``): a job's and an attempt's. A path with any
+#: other id is 404 (no such job), so the document says which ids can exist.
+JOB_ID_PATTERN = f"^job_{_ULID}$"
+ATTEMPT_ID_PATTERN = f"^att_{_ULID}$"
+#: The path parameters that carry those ids, on every route.
+ID_PATTERNS = {"job_id": JOB_ID_PATTERN, "attempt_id": ATTEMPT_ID_PATTERN}
+
+#: One 3-byte group of an id's text, each byte one of U+0030-U+005F (digits, upper-case
+#: letters and ``:;<=>?@[\]^_``, a superset of Crockford's base32), base64url-encoded: the
+#: first byte is the first character and the top of the second, the second the rest of it
+#: and the top of the third; the third character's lowest bits and the fourth are the third
+#: byte, which is U+0030-U+003F (``00``, then 48-63) or U+0040-U+005F (``01``, then 0-31).
+_CURSOR_TAIL = "(?:[AEIMQUYcgkosw048][w-z0-9_-]|[BFJNRVZdhlptx159][A-Za-f])"
+_CURSOR_GROUP = f"[M-X][DEFTUVjklz01]{_CURSOR_TAIL}"
+#: A paging cursor as ``encode_cursor`` makes it: a job id (``job_`` and 26 characters)
+#: in unpadded base64url, 40 characters. ``job`` is ``am9i``; ``_`` and the id's first two
+#: characters are ``X``, the top of the first and a tail; then eight groups. Every text it
+#: matches decodes to ``job_`` and 26 printable characters, which ``decode_cursor`` takes;
+#: only a cursor naming one of the caller's jobs is then accepted (400 otherwise).
+CURSOR_PATTERN = f"^am9iX[z01]{_CURSOR_TAIL}(?:{_CURSOR_GROUP}){{8}}$"
+
+
+def _declare_ids(openapi: OpenAPI) -> None:
+    """Give every ``job_id`` and ``attempt_id`` path parameter the pattern of its ids."""
+    for item in (openapi.paths or {}).values():
+        for method in ("get", "post", "head", "put", "delete", "patch"):
+            operation = getattr(item, method, None)
+            for parameter in getattr(operation, "parameters", None) or ():
+                pattern = ID_PATTERNS.get(getattr(parameter, "name", ""))
+                if pattern is None or getattr(parameter, "param_in", None) != "path":
+                    continue
+                if isinstance(parameter.schema, Schema):
+                    parameter.schema.pattern = pattern
+
+
 class StrictStructSchemaPlugin(StructSchemaPlugin):
     """Say ``additionalProperties: false`` for structs that refuse unknown fields.
 
@@ -365,7 +402,8 @@ def describe_deployment(
     call bodies valid that the gateway refuses (422). Called once the catalog is loaded:
     ``CreateJobBody`` becomes one closed variant per contract (its ``input`` schema, a
     configured ``provider``, required where the contract has no route) and a manual
-    attempt's ``provider`` one of the configured names. Response headers are declared too.
+    attempt's ``provider`` one of the configured names. Response headers and the ids'
+    patterns are declared too.
     """
     names = sorted(providers)
     schemas = openapi.components.schemas
@@ -386,3 +424,4 @@ def describe_deployment(
         attempt.properties["provider"] = _raw_schema({"type": "string", "enum": names})
     _declare_headers(openapi)
     _declare_event_stream(openapi)
+    _declare_ids(openapi)

@@ -19,6 +19,7 @@ from gateway.http.auth import authenticate, authenticate_admin, request_key
 from gateway.http.event_stream import last_event_id, stream_response, wants_stream
 from gateway.http.idempotency import HEADER, parse_idempotency_key
 from gateway.http.openapi import (
+    CURSOR_PATTERN,
     PREFER_DESCRIPTION,
     SECURITY,
     CreateJobOperation,
@@ -86,9 +87,6 @@ STATE_ENUM: dict[str, Any] = {"enum": [s.value for s in AttemptState]}
 #: the patterns say the ranges too (1-100 jobs, 1-1000 attempts), as the service checks.
 JOBS_LIMIT_PATTERN = r"^(?:[1-9][0-9]?|100)$"
 ATTEMPTS_LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"
-#: What ``encode_cursor`` makes: unpadded base64url. Only a cursor this gateway issued to
-#: this owner is accepted (400 otherwise), which no document can list.
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 #: An Idempotency-Key as stored: 1-255 printable ASCII characters, an sf-string unquoted.
 KEY_PATTERN = r"^[ -~]{1,255}$"
 KEY_DOC = (

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
+
+from gateway.http.openapi import ATTEMPT_ID_PATTERN, CURSOR_PATTERN, JOB_ID_PATTERN
 
 
 async def _doc(client: httpx.AsyncClient) -> dict[str, Any]:
@@ -183,3 +186,39 @@ async def test_every_success_answer_names_its_struct_not_an_empty_schema(
                     continue
                 schema = answer["content"]["application/json"]["schema"]
                 assert schema.get("$ref", "").startswith("#/components/schemas/"), (path, status)
+
+
+async def test_every_id_in_a_path_and_the_cursor_say_what_the_gateway_makes(
+    client: httpx.AsyncClient,
+) -> None:
+    """schemathesis sent ``cursor=0`` and ids with ``/`` in them: schema-valid, yet refused."""
+    doc = await _doc(client)
+    patterns: dict[str, set[str]] = {}
+    for item in doc["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", ()):
+                if parameter["in"] == "path":
+                    patterns.setdefault(parameter["name"], set()).add(
+                        parameter["schema"]["pattern"]
+                    )
+    assert patterns == {"job_id": {JOB_ID_PATTERN}, "attempt_id": {ATTEMPT_ID_PATTERN}}
+    listing = doc["paths"]["/v1/jobs"]["get"]["parameters"]
+    cursor = next(p for p in listing if p["name"] == "cursor")
+    assert cursor["schema"]["pattern"] == CURSOR_PATTERN
+
+
+async def test_a_cursor_the_gateway_issued_matches_its_pattern_and_one_off_it_is_a_400(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    for key in ('"p1"', '"p2"'):
+        r = await client.post(
+            "/v1/jobs", json={"contract": "echo@1", "input": {}}, headers=keys.job(key=key)
+        )
+        assert r.status_code == 201, r.text
+        assert re.fullmatch(JOB_ID_PATTERN, r.json()["id"])
+        assert re.fullmatch(ATTEMPT_ID_PATTERN, r.json()["attempts"][0]["id"])
+    page = (await client.get("/v1/jobs?limit=1", headers=keys.auth())).json()
+    assert re.fullmatch(CURSOR_PATTERN, page["next_cursor"])
+    for cursor in ("0", "am9iXw", page["next_cursor"] + "A", page["next_cursor"][:-1]):
+        r = await client.get("/v1/jobs", params={"limit": 1, "cursor": cursor}, headers=keys.auth())
+        assert r.status_code == 400, (cursor, r.text)
