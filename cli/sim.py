@@ -7,11 +7,13 @@ The simulator never imports ``contracts``: this command hands it the contract ca
 from __future__ import annotations
 
 import argparse
+import sys
 
 from cli.arguments import Subcommands
 
 COMMANDS = {"sim": "the provider simulator"}
 DEFAULT_PORT = 8765
+EXIT_PORT_TAKEN = 2
 
 
 def _profile_pair(text: str) -> tuple[str, str]:
@@ -55,14 +57,32 @@ def register(subcommands: Subcommands) -> None:
         help="profile of providers not named by --profile",
     )
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one JSON object per stderr line, as onejob serve writes (its bundled "
+        "simulator's)",
+    )
     serve.set_defaults(func=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve the simulator until interrupted; return the exit code."""
     from contracts.loader import load_catalog
-    from providers.simulator.server import serve
+    from providers.simulator.server import port_refusal, serve
 
+    if args.log_format == "json":
+        from gateway.logging import configure_logging
+
+        configure_logging(args.log_level)
+    if refusal := port_refusal(args.host, args.port):
+        print(
+            f"onejob sim serve: cannot listen on {args.host}:{args.port} ({refusal}); "
+            "choose another --port (0 picks a free one)",
+            file=sys.stderr,
+        )
+        return EXIT_PORT_TAKEN
     serve(
         host=args.host,
         port=args.port,

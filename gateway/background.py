@@ -208,6 +208,14 @@ class DispatcherService:
                 await self.reconciler.stop()
                 self.reconciler = None
             if self.dispatcher is not None:
+                if in_flight := self.dispatcher.in_flight:
+                    log.info(
+                        "waiting for %d attempt%s in flight (at most shutdown_grace, %gs)",
+                        in_flight,
+                        "" if in_flight == 1 else "s",
+                        self.settings.dispatcher.shutdown_grace,
+                        extra={"in_flight": in_flight, "worker_id": self._worker_id},
+                    )
                 await self.dispatcher.stop()
         finally:
             if self._client is not None:

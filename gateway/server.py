@@ -17,11 +17,15 @@ import glob
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
+
+import uvicorn
 
 from gateway.database_url import redacted
 from gateway.http.edge import edge_protocol
@@ -36,6 +40,39 @@ SIMULATOR_READY_TIMEOUT = 30.0  # seconds
 #: default is 700). A sync job allocates thousands of objects, nearly all freed by
 #: reference counting; at 700 the collector ran several times per job and found little.
 GC_GEN0_THRESHOLD = 2_000
+SIMULATOR_STOP_TIMEOUT = 10.0  # seconds the simulator process gets to stop before a kill
+#: What to do when the bundled simulator cannot listen.
+SIM_PORT_FIX = (
+    "set ONEJOB_SIM_PORT (or [simulator] port in the config file) to a free port, "
+    "or stop what listens there"
+)
+
+
+class SimulatorNotStarted(RuntimeError):
+    """The bundled simulator could not listen (its port is taken, most often)."""
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn's server, which does not raise the signal that stopped it once it has.
+
+    uvicorn raises a captured SIGINT again after its graceful shutdown, to end the
+    process the default way; here that ``KeyboardInterrupt`` would cut short what stops
+    after the server (the bundled simulator, the last), with a traceback in the log.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Let SIGINT and SIGTERM start the graceful shutdown (a second SIGINT forces it)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -63,9 +100,12 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
 
 async def serve(settings: Settings) -> None:
-    """Migrate, then serve in this process (with the simulator when configured)."""
-    import uvicorn
+    """Migrate, then serve in this process (with the simulator when configured).
 
+    Stopped by SIGINT or SIGTERM, in order: stop accepting, let requests in flight end,
+    let attempts in flight finish within ``shutdown_grace`` (the app's shutdown), and
+    stop the bundled simulator last, as those attempts may be calling it.
+    """
     from gateway.app import create_app
     from gateway.store import upgrade_database
     from gateway.store.replication import check_synchronous_standby
@@ -77,17 +117,17 @@ async def serve(settings: Settings) -> None:
         app.on_startup.append(tune_gc_after_startup)
         config = uvicorn.Config(app, **uvicorn_options(settings))
         _log_serving(settings)
-        await uvicorn.Server(config).serve()
+        await GatewayServer(config).serve()
 
 
 def serve_workers(settings: Settings, *, simulator_argv: Sequence[str]) -> None:
     """Migrate once, start the simulator once, then run ``settings.workers`` processes.
 
     ``simulator_argv`` runs ``onejob sim serve`` (the command line's), when the settings
-    enable the bundled simulator.
+    enable the bundled simulator. The simulator runs in a session of its own, so a
+    Ctrl-C at the terminal reaches the workers, not it: it is stopped once every worker
+    has finished its attempts in flight.
     """
-    import uvicorn
-
     from gateway.store import upgrade_database
     from gateway.store.replication import check_synchronous_standby
 
@@ -157,9 +197,30 @@ async def _simulator_in_process(settings: Settings) -> AsyncIterator[None]:
     from providers.simulator.server import run_simulator
 
     sim_cfg = settings.simulator
-    async with run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=load_catalog) as sim:
+    check_simulator_port(sim_cfg.host, sim_cfg.port)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            sim = await stack.enter_async_context(
+                run_simulator(port=sim_cfg.port, host=sim_cfg.host, catalog=load_catalog)
+            )
+        except (OSError, SystemExit) as exc:  # uvicorn exits when it cannot bind
+            raise SimulatorNotStarted(
+                f"the bundled simulator could not listen on {sim_cfg.host}:{sim_cfg.port} "
+                f"({exc}): {SIM_PORT_FIX}"
+            ) from None
         log.info("bundled simulator listening", extra={"url": sim.base_url})
         yield
+    log.info("bundled simulator stopped", extra={"url": sim.base_url})
+
+
+def check_simulator_port(host: str, port: int) -> None:
+    """Raise ``SimulatorNotStarted`` when the simulator's port is taken, naming the fix."""
+    from providers.simulator.server import port_refusal
+
+    if refusal := port_refusal(host, port):
+        raise SimulatorNotStarted(
+            f"the bundled simulator cannot listen on {host}:{port} ({refusal}): {SIM_PORT_FIX}"
+        )
 
 
 @contextlib.contextmanager
@@ -193,29 +254,49 @@ def _simulator_process(settings: Settings, simulator_argv: Sequence[str]) -> Ite
         yield
         return
     sim = settings.simulator
+    check_simulator_port(sim.host, sim.port)
     command = [*simulator_argv, "--host", sim.host, "--port", str(sim.port)]
-    proc = subprocess.Popen([*command, "--log-level", "warning"])
+    proc = subprocess.Popen(
+        [*command, "--log-level", "warning", "--log-format", "json"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a Ctrl-C at the terminal is for the workers
+    )
+    url = f"http://{sim.host}:{sim.port}"
     try:
-        _wait_for_port(sim.host, sim.port, proc)
-        log.info("bundled simulator listening", extra={"url": f"http://{sim.host}:{sim.port}"})
+        _wait_until_listening(proc, sim.host, sim.port)
+        log.info("bundled simulator listening", extra={"url": url})
         yield
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(SIMULATOR_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.info("bundled simulator stopped", extra={"url": url})
 
 
-def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
-    import socket
+def _wait_until_listening(proc: subprocess.Popen[str], host: str, port: int) -> None:
+    """Wait for the simulator to say it listens (its own line on stdout, not a connect:
+    another process on that port would answer one)."""
+    from providers.simulator.server import LISTENING
 
+    listening = threading.Event()
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # read to the end, so the simulator never blocks on it
+            if line.startswith(LISTENING):
+                listening.set()
+
+    threading.Thread(target=read_stdout, name="simulator-stdout", daemon=True).start()
     deadline = time.monotonic() + SIMULATOR_READY_TIMEOUT
-    while time.monotonic() < deadline:
+    while not listening.wait(0.05):
         if proc.poll() is not None:
-            raise SystemExit(f"the bundled simulator exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-            return
-        time.sleep(0.05)
-    raise SystemExit(f"the bundled simulator did not listen on {host}:{port}")
+            raise SimulatorNotStarted(
+                f"the bundled simulator exited ({proc.returncode}) before listening on "
+                f"{host}:{port}: {SIM_PORT_FIX}"
+            )
+        if time.monotonic() > deadline:
+            raise SimulatorNotStarted(f"the bundled simulator did not listen on {host}:{port}")

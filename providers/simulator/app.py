@@ -241,7 +241,13 @@ class SimulatorApp(SimulatorState):
             record.outcome = "dropped_unprocessed"
             raise DropConnection("drop_unprocessed")
         if kind is BehaviourKind.DELAY:
-            await asyncio.sleep(min(behaviour.seconds, MAX_DELAY))
+            closing = self._closing_event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), min(behaviour.seconds, MAX_DELAY))
+            if closing.is_set():  # stopping mid-delay: break the connection, as above
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                record.outcome = "dropped"
+                raise DropConnection("stopping during a delay")
         if kind is BehaviourKind.STATUS:
             response = wire.error(
                 wire.scripted(behaviour.code), request_id, retry_after=behaviour.retry_after

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,6 +18,28 @@ from providers.simulator.asgi import DropConnection
 
 STARTUP_TIMEOUT = 10.0  # seconds to wait for the socket to listen
 SHUTDOWN_GRACE = 1.0  # seconds open requests get before they are cancelled
+
+
+#: What ``serve`` prints on stdout once it listens (a parent process waits for it).
+LISTENING = "onejob simulator listening on "
+
+
+def port_refusal(host: str, port: int) -> str | None:
+    """Return why ``host:port`` cannot be listened on now (taken, not ours), or None.
+
+    Bound as uvicorn binds (``SO_REUSEADDR``), so a port another process listens on is
+    refused while one in ``TIME_WAIT`` is not. Port 0 (any free port) is never refused.
+    """
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 class _HideDeliberateDrops(logging.Filter):
@@ -149,7 +172,7 @@ def serve(
         task = asyncio.create_task(server.serve())
         await _started(server, task)
         bound = server.servers[0].sockets[0].getsockname()[1]
-        print(f"onejob simulator listening on http://{host}:{bound}", flush=True)
+        print(f"{LISTENING}http://{host}:{bound}", flush=True)
         await task
 
     asyncio.run(main())
