@@ -1,0 +1,24 @@
+"""What the commands write into a checkout stays out of ``git status``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gateway.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.skipif(
+    not (ROOT / ".git").exists() or shutil.which("git") is None, reason="not a git checkout"
+)
+def test_the_registry_onejob_certify_writes_is_ignored_by_git() -> None:
+    written = Settings().certifications_path  # where onejob certify and serve keep it
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-q", written], cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, f"{written} would show as untracked after onejob certify"
