@@ -2,8 +2,8 @@
 
 ``cli.main`` asks ``explain`` about an exception a command raised. Only the mistakes an
 operator makes before anything runs are explained (the settings refused, the database
-not there, refusing the login, or not a file SQLite can open, the bundled simulator's
-port taken); anything else is a bug and keeps its traceback.
+not there, refusing the login, or not a file SQLite can open, a port ``serve`` needs
+taken); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ _DATABASE_VARIABLES = "--database-url or ONEJOB_DATABASE_URL"
 
 def explain(exc: BaseException) -> str | None:
     """Return the line (or lines) telling the operator what to fix, or None for a bug."""
-    from gateway.server import SimulatorNotStarted
+    from gateway.server import CannotListen
     from gateway.settings import SettingsError
     from gateway.store.failures import DatabaseUnreachable
 
-    if isinstance(exc, SettingsError | SimulatorNotStarted):
+    if isinstance(exc, SettingsError | CannotListen):
         return str(exc)
     if isinstance(exc, DatabaseUnreachable):
         cause = _reason(exc.__cause__) if exc.__cause__ is not None else ""

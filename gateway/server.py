@@ -48,8 +48,26 @@ SIM_PORT_FIX = (
 )
 
 
-class SimulatorNotStarted(RuntimeError):
+class CannotListen(RuntimeError):
+    """A port ``serve`` needs is taken: its message names the setting to change."""
+
+
+class SimulatorNotStarted(CannotListen):
     """The bundled simulator could not listen (its port is taken, most often)."""
+
+
+def check_ports(settings: Settings) -> None:
+    """Raise ``CannotListen`` when the gateway's port or its simulator's is taken (checked
+    before migrating, and again as the simulator starts)."""
+    from providers.simulator.server import port_refusal
+
+    if refusal := port_refusal(settings.host, settings.port):
+        raise CannotListen(
+            f"cannot listen on {settings.host}:{settings.port} ({refusal}): choose another "
+            "--port (or ONEJOB_PORT), or stop what listens there"
+        )
+    if settings.simulator.enabled:
+        check_simulator_port(settings.simulator.host, settings.simulator.port)
 
 
 class GatewayServer(uvicorn.Server):
@@ -110,6 +128,7 @@ async def serve(settings: Settings) -> None:
     from gateway.store import upgrade_database
     from gateway.store.replication import check_synchronous_standby
 
+    check_ports(settings)
     await upgrade_database(settings.database_url)
     await check_synchronous_standby(settings.database_url, settings.database)
     async with _simulator_in_process(settings):
@@ -131,6 +150,7 @@ def serve_workers(settings: Settings, *, simulator_argv: Sequence[str]) -> None:
     from gateway.store import upgrade_database
     from gateway.store.replication import check_synchronous_standby
 
+    check_ports(settings)
     asyncio.run(upgrade_database(settings.database_url))
     asyncio.run(check_synchronous_standby(settings.database_url, settings.database))
     os.environ[SETTINGS_ENV] = settings.model_dump_json()

@@ -85,25 +85,30 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_taken_simulator_port_stops_serve_with_one_line_naming_onejob_sim_port(
-    tmp_path: Path, workers: str
+@pytest.mark.parametrize("which", ["gateway", "simulator"])
+def test_a_taken_port_stops_serve_at_once_with_one_line_naming_the_setting(
+    tmp_path: Path, workers: str, which: str
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        sim_port = taken.getsockname()[1]
+        busy = taken.getsockname()[1]
+        port, sim_port = (busy, free_port()) if which == "gateway" else (free_port(), busy)
         url = f"sqlite+aiosqlite:///{tmp_path / 'onejob.db'}"
-        args = ["serve", "--workers", workers, "--port", str(free_port()), "--database-url", url]
+        args = ["serve", "--workers", workers, "--port", str(port), "--database-url", url]
         done = run(args, tmp_path, ONEJOB_SIM_PORT=str(sim_port))
     assert done.returncode == 2, done.stderr
-    # Only the migration's lines come before the one that says what to do.
-    *migrations, last = done.stderr.splitlines()
-    assert all(json.loads(line)["logger"] == "alembic.runtime.migration" for line in migrations)
-    assert last == (
-        f"onejob serve: the bundled simulator cannot listen on 127.0.0.1:{sim_port} "
-        "(Address already in use): set ONEJOB_SIM_PORT (or [simulator] port in the config "
-        "file) to a free port, or stop what listens there"
+    fix = (
+        "choose another --port (or ONEJOB_PORT), or stop what listens there"
+        if which == "gateway"
+        else "set ONEJOB_SIM_PORT (or [simulator] port in the config file) to a free port, "
+        "or stop what listens there"
     )
+    what = "" if which == "gateway" else "the bundled simulator "
+    assert done.stderr == (
+        f"onejob serve: {what}cannot listen on 127.0.0.1:{busy} (Address already in use): {fix}\n"
+    )
+    assert not (tmp_path / "onejob.db").exists(), "it migrated before finding out"
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
