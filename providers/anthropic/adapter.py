@@ -7,7 +7,7 @@ with the output schema as its ``input_schema``, is forced through
 ``tool_choice: {"type": "tool", "name": ...}``; its ``input`` is the answer.
 ``stop_reason`` ``max_tokens`` and ``refusal`` are refusals. The body is checked against
 the API's request rules before it leaves; ``temperature`` is left out for models that
-refuse it (Claude Opus 4.7 and later, the 5 generation).
+refuse it (Claude Opus 4.7 and later, the 5 generation, Fable and Mythos).
 """
 
 from __future__ import annotations

@@ -14,9 +14,14 @@ from typing import Any
 from providers.base import RequestRefused
 from providers.config import Capabilities
 
-#: Models that refuse ``temperature`` ("`temperature` is deprecated for this model."):
-#: Claude Opus 4.7 and later, and every model of the 5 generation on.
-NO_TEMPERATURE = re.compile(r"^claude-(?:opus-4-[7-9]|[a-z]+-(?:[5-9]|\d\d))")
+#: Models that refuse ``temperature`` with a 400 ("`temperature` is deprecated for this
+#: model.", top_p and top_k too), thinking or not: Claude Opus 4.7 and later, every model of
+#: the 5 generation on (Sonnet 5, Haiku 5.5, ...), and the Fable and Mythos lines, Mythos
+#: Preview included. Opus 4.6, Sonnet 4.6, Haiku 4.5 and older take it. Evidence in
+#: docs/decisions.md ("`temperature` is omitted where the model refuses it").
+NO_TEMPERATURE = re.compile(
+    r"^claude-(?:opus-4-(?:[7-9]|\d\d)|fable\b|mythos\b|[a-z]+-(?:[5-9]|\d\d)(?!\d))"
+)
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 KNOWN_FIELDS = frozenset(
     {

@@ -4,8 +4,9 @@
 ``type`` (``STRING``, ``NUMBER``, ``INTEGER``, ``BOOLEAN``, ``ARRAY``, ``OBJECT``), ``nullable``
 instead of a ``null`` type, ``enum`` only on strings, ``additionalProperties`` only ``false``,
 no ``const`` or ``exclusiveMinimum``. ``to_gemini_schema`` translates (``$ref`` inlined,
-``["T", "null"]`` → ``nullable``, ``const`` → ``enum``, annotations dropped) and refuses what
-it cannot say without loosening the schema. ``additionalProperties`` is kept when false
+``["T", "null"]`` → ``nullable``, ``const`` → ``enum``, annotations dropped, ``propertyOrdering``
+on objects of two properties or more, as google-genai 3.6's ``process_schema`` writes it) and
+refuses what it cannot say without loosening the schema. ``additionalProperties`` is kept when false
 (the API takes ``false`` and refuses anything else, as the google-genai SDK's own check says).
 """
 
@@ -105,7 +106,8 @@ def _convert(node: Any, defs: dict[str, Any], path: tuple[str, ...], depth: int)
             out[key] = {
                 k: _convert(v, defs, (*path, "properties", k), depth) for k, v in value.items()
             }
-            out["propertyOrdering"] = list(value)
+            if len(value) > 1:  # as google-genai's ``process_schema``: one key has no order
+                out["propertyOrdering"] = list(value)
         elif key == "items":
             out[key] = _convert(value, defs, (*path, "items"), depth)
         elif key == "anyOf":

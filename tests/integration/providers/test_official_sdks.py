@@ -196,6 +196,27 @@ async def test_anthropic_sdk_create_with_a_forced_tool_gets_the_contract_answer(
     assert message.stop_reason == "tool_use" and message.usage.output_tokens > 0
 
 
+@pytest.mark.parametrize("model", ["claude-opus-4-8", "claude-sonnet-5-5", "claude-haiku-4-5"])
+async def test_anthropic_sdk_without_temperature_is_served_for_every_kind_of_model(
+    fresh: RunningSimulator, model: str
+) -> None:
+    """The SDK (2.x) sends no temperature: models that refuse one and models that take one."""
+    contract = CATALOG["ticket-triage@1"]
+    case = contract.cases[0]
+    system, user = prompt(contract, case)
+    async with anthropic_client(fresh) as client:
+        message = await client.messages.create(
+            model=model,
+            max_tokens=contract.max_output_tokens,
+            system=system,
+            messages=[{"role": "user", "content": user}],
+            tools=[_tool(contract)],  # type: ignore[list-item]
+            tool_choice={"type": "tool", "name": contract.schema_name},
+        )
+    [block] = message.content
+    assert block.type == "tool_use" and block.input == expected(contract, case)
+
+
 @pytest.mark.parametrize(("contract", "case"), CASES)
 async def test_anthropic_sdk_parse_helper_parses_the_model(
     fresh: RunningSimulator, contract: Contract, case: Case
@@ -285,6 +306,21 @@ async def test_gemini_sdk_generate_with_the_response_schema_gets_the_contract_an
     assert response.text is not None and json.loads(response.text) == expected(contract, case)
     assert response.candidates and response.candidates[0].finish_reason == "STOP"
     assert response.usage_metadata and response.usage_metadata.candidates_token_count
+
+
+@pytest.mark.parametrize(("contract", "case"), CASES)
+async def test_gemini_sdk_generate_with_the_contracts_json_schema_gets_the_contract_answer(
+    fresh: RunningSimulator, contract: Contract, case: Case
+) -> None:
+    """google-genai's JSON Schema path sends the schema as it is (``responseJsonSchema``)."""
+    system, user = prompt(contract, case)
+    async with gemini_client(fresh) as client:
+        response = await client.models.generate_content(
+            model="gemini-2.5-flash",
+            contents=user,
+            config=_gemini_config(contract, system, response_json_schema=contract.output_schema),
+        )
+    assert response.text is not None and json.loads(response.text) == expected(contract, case)
 
 
 @pytest.mark.parametrize(("contract", "case"), CASES)

@@ -163,7 +163,6 @@ def test_gemini_schema_translation_drops_annotations_keeps_closed_objects_and_re
                 "items": {
                     "type": "OBJECT",
                     "properties": {"qty": {"type": "INTEGER"}},
-                    "propertyOrdering": ["qty"],
                 },
             },
             "note": {"type": "STRING", "nullable": True},
