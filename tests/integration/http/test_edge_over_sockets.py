@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from litestar import Litestar
 
-from gateway.http.edge import EdgeProtocol
+from gateway.http.edge import EdgeProtocol, PlainEdgeProtocol
 
 
 async def _exchange(base_url: str, raw: bytes, *, read_timeout: float = 5.0) -> bytes:
@@ -343,8 +343,27 @@ async def test_what_the_parser_refuses_is_a_bad_request_problem_with_its_reason(
     assert b"connection: close" in response.lower()
 
 
+@pytest.mark.parametrize("protocol", [EdgeProtocol, PlainEdgeProtocol])
+@pytest.mark.parametrize(
+    ("refused", "status", "kind"),
+    [
+        (b"FOO /v1/jobs HTTP/1.1\r\nHost: gw\r\n\r\n", 501, "method-not-implemented"),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: a\x7fb\r\n\r\n",
+            400,
+            "invalid-idempotency-key",
+        ),
+    ],
+)
 async def test_requests_before_a_refused_one_are_answered_first(
-    app: Litestar, keys: Any, served: Any, count_rows: Any
+    app: Litestar,
+    keys: Any,
+    served: Any,
+    count_rows: Any,
+    protocol: type[EdgeProtocol],
+    refused: bytes,
+    status: int,
+    kind: str,
 ) -> None:
     body = b'{"contract":"echo@1","input":{"n":1}}'
     create = (
@@ -353,10 +372,10 @@ async def test_requests_before_a_refused_one_are_answered_first(
         b"Content-Length: %d\r\n\r\n%s"
     ) % (keys.alice.encode(), len(body), body)
     health = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
-    refused = b"FOO /v1/jobs HTTP/1.1\r\nHost: gw\r\n\r\n"
-    async with served(app) as base:
+    async with served(app, protocol) as base:
         response = await _exchange(base, create + health + refused)
     statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", response)]
-    assert statuses == [201, 200, 501], response
+    assert statuses == [201, 200, status], response
     assert await count_rows() == (1, 1)
-    assert _problem(b"HTTP/1.1 " + response.rsplit(b"HTTP/1.1 ", 1)[1])["status"] == 501
+    last = _problem(b"HTTP/1.1 " + response.rsplit(b"HTTP/1.1 ", 1)[1])
+    assert last["type"] == f"urn:onejob:{kind}"
