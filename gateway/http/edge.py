@@ -53,8 +53,13 @@ class Refusal:
 
     def body(self) -> bytes:
         """The problem document, as ``gateway.http.responses.problem`` writes one."""
-        document = {"type": self.type, "title": self.title, "status": self.status}
-        return json.dumps({**document, "detail": self.detail}, separators=(",", ":")).encode()
+        body = {
+            "type": self.type,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+        }
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 HEADERS_LATE = Refusal(
