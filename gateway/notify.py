@@ -64,6 +64,9 @@ class ChangeHub:
         self.own_backends: set[int] = set()
         #: The LISTEN relay's state, when one runs (PostgreSQL): ``/readyz`` shows it.
         self.relay: RelayState | None = None
+        #: Set once the server is stopping: a ``Prefer: wait`` answers and an event stream
+        #: ends at its next wake-up, so they never hold a graceful shutdown.
+        self.closing = False
 
     def publish_job(self, job_id: str, record: Any = None) -> None:
         """Wake everyone waiting on ``job_id``; hand them ``record`` if the publisher has it.
@@ -104,6 +107,11 @@ class ChangeHub:
                 waiters.discard(watch)
                 if not waiters:
                     del self._job_waiters[job_id]
+
+    def close(self) -> None:
+        """Say the server is stopping, and wake every waiter so that it notices now."""
+        self.closing = True
+        self.publish_all()
 
     def publish_all(self) -> None:
         """Wake every waiter to re-read its job (changes may have gone unannounced)."""

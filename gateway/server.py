@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ import uvicorn
 from gateway.database_url import redacted
 from gateway.http.edge import edge_protocol
 from gateway.metrics import MULTIPROC_DIR_ENV
+from gateway.notify import ChangeHub
 from gateway.settings import Settings
 
 log = logging.getLogger("onejob.server")
@@ -71,12 +73,26 @@ def check_ports(settings: Settings) -> None:
 
 
 class GatewayServer(uvicorn.Server):
-    """uvicorn's server, which does not raise the signal that stopped it once it has.
+    """uvicorn's server, which ends waits and streams when told to stop, and does not
+    raise the signal that stopped it once it has.
 
-    uvicorn raises a captured SIGINT again after its graceful shutdown, to end the
-    process the default way; here that ``KeyboardInterrupt`` would cut short what stops
-    after the server (the bundled simulator, the last), with a traceback in the log.
+    uvicorn waits for every request in flight before the app's shutdown: a ``Prefer:
+    wait`` (60 s) or an event stream (300 s) would hold it, so the stop closes ``hub``
+    (they answer at once). And it raises a captured SIGINT again after its graceful
+    shutdown, to end the process the default way; here that ``KeyboardInterrupt`` would
+    cut short what stops after the server (the bundled simulator, the last), with a
+    traceback in the log.
     """
+
+    def __init__(self, config: uvicorn.Config, hub: ChangeHub) -> None:
+        super().__init__(config)
+        self._hub = hub
+        self._loop = asyncio.get_running_loop()
+
+    def handle_exit(self, sig: int, frame: types.FrameType | None) -> None:
+        """Start the graceful shutdown, and end the waits and streams in flight."""
+        super().handle_exit(sig, frame)
+        self._loop.call_soon_threadsafe(self._hub.close)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -132,11 +148,12 @@ async def serve(settings: Settings) -> None:
     await upgrade_database(settings.database_url)
     await check_synchronous_standby(settings.database_url, settings.database)
     async with _simulator_in_process(settings):
-        app = create_app(settings)
+        hub = ChangeHub()
+        app = create_app(settings, hub=hub)
         app.on_startup.append(tune_gc_after_startup)
         config = uvicorn.Config(app, **uvicorn_options(settings))
         _log_serving(settings)
-        await GatewayServer(config).serve()
+        await GatewayServer(config, hub).serve()
 
 
 def serve_workers(settings: Settings, *, simulator_argv: Sequence[str]) -> None:
@@ -175,9 +192,35 @@ def worker_app() -> Any:
     # stays the server's count: the workers share the database's connection budget.
     settings = settings.model_copy(update={"instance_id": f"{settings.instance_id}-{os.getpid()}"})
     configure_logging(settings.log_level)
-    app = create_app(settings)
+    hub = ChangeHub()
+    app = create_app(settings, hub=hub)
     app.on_startup.append(tune_gc_after_startup)
+    _close_on_stop_signals(hub)
     return app
+
+
+def _close_on_stop_signals(hub: ChangeHub) -> None:
+    """Close ``hub`` when SIGINT or SIGTERM stops this worker (as ``GatewayServer`` does).
+
+    uvicorn builds a worker's app on the worker's loop, its signal handlers already set;
+    each is kept, and runs after the hub is closed (from the loop, not the handler).
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # built outside a server (a test): nothing to stop
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def stop(signum: int, frame: types.FrameType | None, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(hub.close)
+            previous(signum, frame)
+
+        signal.signal(sig, stop)
 
 
 def tune_gc_after_startup() -> None:

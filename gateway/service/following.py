@@ -57,8 +57,11 @@ class Following(ServiceBase):
         with hub.watch(job.id) as watch:
             while True:
                 try:
-                    events = await self.store.events(job.id, after=after)
+                    # The job first, then its events: every event committed with the state
+                    # read is then among them (read the other way round, a decision
+                    # committed between the two reads ended the stream without its events).
                     now = await self.store.get_job(job.id, job.owner_id)
+                    events = await self.store.events(job.id, after=after)
                 except Exception as exc:
                     if not self.store.unavailable(exc, "event stream"):
                         raise
@@ -76,6 +79,8 @@ class Following(ServiceBase):
                     return
                 await watch.wait(min(remaining, WAIT_POLL_INTERVAL))
                 watch.take()
+                if hub.closing:  # the server is stopping: the client resumes elsewhere
+                    return
                 if time.monotonic() - last_said >= heartbeat:
                     yield Change()
                     last_said = time.monotonic()

@@ -68,6 +68,8 @@ class Waiting(ServiceBase):
                     return record  # type: ignore[no-any-return]
                 if record is not None:
                     job = record
+                if hub.closing:  # the server is stopping: answer with the job as known
+                    return job
                 # Re-read after another process's change, or when the poll ran out.
                 stale = reread or record is None
 

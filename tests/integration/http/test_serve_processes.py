@@ -153,6 +153,48 @@ def test_ctrl_c_lets_attempts_in_flight_finish_then_stops_the_simulator_last(
     assert statuses == ["succeeded", "succeeded"], statuses
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_ends_event_streams_and_waits_instead_of_waiting_for_them(
+    tmp_path: Path, workers: str
+) -> None:
+    port, sim_port = free_port(), free_port()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'onejob.db'}"
+    key = run(["keys", "create", "alice", "--database-url", url], tmp_path).stdout.strip()
+    args = ["serve", "--workers", workers, "--port", str(port), "--database-url", url]
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": '"open-1"'}
+    with started(args, tmp_path, ONEJOB_SIM_PORT=str(sim_port)) as proc:
+        wait_healthy(f"{base}/healthz", proc, tmp_path / "serve.log")
+        ambiguous = {"behaviours": [{"kind": "status", "code": 502}], "count": 1}
+        httpx.post(f"http://127.0.0.1:{sim_port}/_sim/script", json=ambiguous, timeout=5)
+        job = httpx.post(f"{base}/v1/jobs", json=TICKET, headers=headers, timeout=10).json()
+        unknown = httpx.get(
+            f"{base}/v1/jobs/{job['id']}", headers={**headers, "Prefer": "wait=5"}, timeout=10
+        ).json()
+        assert unknown["status"] == "unknown", unknown  # open until someone resolves it
+        with httpx.Client(timeout=30) as client:
+            stream = client.send(
+                client.build_request(
+                    "GET",
+                    f"{base}/v1/jobs/{job['id']}/events",
+                    headers={**headers, "Accept": "text/event-stream"},
+                ),
+                stream=True,
+            )
+            time.sleep(0.5)
+            began = time.monotonic()
+            os.killpg(proc.pid, signal.SIGINT)
+            text = "".join(stream.iter_text())  # ends when the server ends the stream
+            stream.close()
+        assert proc.wait(timeout=20) == 0
+        stopped_in = time.monotonic() - began
+
+    assert "event: job" in text
+    assert stopped_in < 5, f"the open stream held the stop for {stopped_in:.1f}s"
+    lines = json_lines(tmp_path / "serve.log")
+    assert [line for line in lines if line["level"] in ("ERROR", "CRITICAL")] == []
+
+
 def test_a_provider_out_of_reach_and_without_its_key_says_both(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
