@@ -156,6 +156,14 @@ class CertificationRow(Strict):
     fingerprint: str | None
     primary_certificate: dict[str, Any] | None
     fallback_certificate: dict[str, Any] | None
+    #: The earlier expiry of the pair's two certificates, days to it, and whether it is
+    #: within ``[certification] within_days`` (issue 38).
+    expires_at: str | None
+    days_to_expiry: float | None
+    recertify_due: bool
+    #: The suspension the shadow checks recorded, and their tally (null when off).
+    suspended: dict[str, Any] | None
+    shadow: dict[str, Any] | None
 
 
 class Certifications(Strict):
