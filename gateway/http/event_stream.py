@@ -64,7 +64,9 @@ async def _messages(changes: AsyncIterator[Change]) -> AsyncIterator[ServerSentE
         elif change.job is not None:
             message = ServerSentEventMessage(data=_job(change.job), event="job", retry=retry)
         else:
-            message = ServerSentEventMessage(comment="keep-alive")
+            # A comment alone: with a data line (even empty) an EventSource would fire an
+            # empty "message" event.
+            message = ServerSentEventMessage(comment="keep-alive", data=None)
         retry = None if message.retry is not None else retry
         yield message
 

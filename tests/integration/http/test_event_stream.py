@@ -168,3 +168,14 @@ async def test_the_openapi_document_says_the_route_also_streams(
     assert "Last-Event-ID" in content["text/event-stream"]["schema"]["description"]
     headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
     assert {"Accept", "Last-Event-ID"} <= headers
+
+
+async def test_a_keep_alive_is_a_comment_alone() -> None:
+    """No data line: an EventSource dispatches a message for any data line, even empty."""
+    from gateway.http.event_stream import _messages
+
+    async def silence() -> AsyncIterator[Change]:
+        yield Change(event=None, job=None)
+
+    [message] = [m async for m in _messages(silence())]
+    assert message.encode() == b": keep-alive\r\n\r\n"
