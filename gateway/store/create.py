@@ -160,12 +160,12 @@ ORDER BY a.number"""
 # -- SQLite: the same as a transaction of statements ----------------------------------------
 
 #: The job, if its key is free (the UNIQUE constraint decides).
-SQLITEINSERT_JOB = (
+SQLITE_INSERT_JOB = (
     f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
     " ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
 )
 #: Its first attempt.
-SQLITEINSERT_ATTEMPT = (
+SQLITE_INSERT_ATTEMPT = (
     f"INSERT INTO attempts ({', '.join(ATTEMPT_COLUMNS)})"
     f" VALUES ({', '.join('?' * len(ATTEMPT_COLUMNS))})"
 )
@@ -404,10 +404,10 @@ class SqliteCreation:
         now, job_id = self.db.now(), self.db.ids.new("job")
         job = job_values(new, new.owner_id, job_id, now, claim)
         async with self.db.statements() as run:
-            ran = await run(SQLITEINSERT_JOB, codec.params("jobs", job, JOB_COLUMNS))
+            ran = await run(SQLITE_INSERT_JOB, codec.params("jobs", job, JOB_COLUMNS))
             if ran.rowcount == 1:
                 values, events = first_attempt(new, job_id, now, claim, self.db.ids.new("att"))
-                await run(SQLITEINSERT_ATTEMPT, codec.params("attempts", values, ATTEMPT_COLUMNS))
+                await run(SQLITE_INSERT_ATTEMPT, codec.params("attempts", values, ATTEMPT_COLUMNS))
                 rows = [(j, a, kind, scrub(detail), now) for j, kind, detail, a in events]
                 await run(insert_events_sql(len(rows)), codec.event_params(rows))
                 outcome = created(job, values, claim)
