@@ -80,12 +80,19 @@ class GatewayConfig:
     reconcile_grace: float = 0.5  # seconds past a deadline before the reconciler asks
     #: ``[database]`` keys to set (``timeout``, ``connect_timeout``, ...); none: defaults.
     database: dict[str, float | str] = dataclasses.field(default_factory=dict)
+    #: ``[shadow]`` keys to set (``sample_rate``, ``min_samples``, ...); none: off.
+    shadow: dict[str, float | int] = dataclasses.field(default_factory=dict)
+    #: The top-level ``database_url``, for a CLI command given only ``--config`` (a
+    #: gateway is started with ``--database-url``, which wins); None: not written.
+    database_url: str | None = None
 
     def toml(self) -> str:
         """Render the config as TOML (``gateway.settings.Settings`` shape)."""
         base = f"http://{self.sim_host}:{self.sim_port}"
-        lines = [
-            f"certifications_path = {json.dumps(str(self.certifications_path))}",
+        lines = [f"certifications_path = {json.dumps(str(self.certifications_path))}"]
+        if self.database_url is not None:
+            lines.append(f"database_url = {json.dumps(self.database_url)}")
+        lines += [
             "",
             "[simulator]",
             "enabled = false",
@@ -126,6 +133,9 @@ class GatewayConfig:
         ]
         if self.database:
             lines += ["[database]", *(f"{k} = {json.dumps(v)}" for k, v in self.database.items())]
+            lines.append("")
+        if self.shadow:
+            lines += ["[shadow]", *(f"{k} = {json.dumps(v)}" for k, v in self.shadow.items())]
             lines.append("")
         return "\n".join(lines)
 

@@ -28,6 +28,21 @@ def test_generated_toml_is_valid_gateway_settings(tmp_path: Path) -> None:
     assert route.fallbacks == ("sim-anthropic",)
     assert settings.simulator.enabled is False
     assert settings.certifications_path == str(tmp_path / "certs.json")
+    assert settings.shadow.sample_rate == 0  # off unless a scenario turns it on
+
+
+def test_generated_toml_turns_the_shadow_checks_on_and_names_the_database(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sc.db'}"
+    config = GatewayConfig(
+        4321,
+        tmp_path / "certs.json",
+        shadow={"sample_rate": 1.0, "min_samples": 4, "threshold": 0.5, "min_interval": 0.0},
+        database_url=url,
+    )
+    settings = Settings.model_validate(tomllib.loads(config.toml()))
+    assert settings.database_url == url
+    assert (settings.shadow.sample_rate, settings.shadow.min_samples) == (1.0, 4)
+    assert (settings.shadow.threshold, settings.shadow.min_interval) == (0.5, 0.0)
 
 
 def test_database_kind_tells_postgres_from_sqlite() -> None:
@@ -49,6 +64,7 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "cancel-vs-finish",
         "load-balancer-retry",
         "unknown-resolved-by-reconciler",
+        "shadow-suspension",
         "database-partition",
         "database-failover",
     ]
