@@ -8,17 +8,145 @@ function certificateLink(contract, provider, text) {
   return h("a", { href: `#/certificate/${encodeURIComponent(contract)}/${encodeURIComponent(provider)}` }, text);
 }
 
+function percent(rate) {
+  return typeof rate === "number" ? `${Math.round(rate * 100)}%` : "?";
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** "expires in 3 days", "expires in 5 hours", "expired 2 days ago", from days (may be < 0). */
+export function expiresIn(days) {
+  if (typeof days !== "number") return "no expiry";
+  if (days <= 0) {
+    const ago = -days;
+    return ago < 1 ? `expired ${plural(Math.max(1, Math.round(ago * 24)), "hour")} ago` : `expired ${plural(Math.round(ago), "day")} ago`;
+  }
+  return days < 1 ? `expires in ${plural(Math.max(1, Math.round(days * 24)), "hour")}` : `expires in ${plural(Math.round(days), "day")}`;
+}
+
+/** The pair's expiry mark: expired, re-certify due, or none. */
+function expiryMark(row) {
+  if (typeof row.days_to_expiry === "number" && row.days_to_expiry <= 0) return badge("expired", "expired");
+  if (row.recertify_due) return badge("re-certify due", "due");
+  return null;
+}
+
+/** What a field count map says: "category (9), priority (2)". */
+function fieldList(fields) {
+  const entries = Object.entries(fields || {}).sort(([a], [b]) => a.localeCompare(b));
+  return entries.length ? entries.map(([name, n]) => `${name} (${n})`).join(", ") : "none named";
+}
+
 function certCell(label, row, provider, cert) {
   if (!cert) return td(label, h("span", { class: "muted" }, "no certificate"));
+  const soon = typeof cert.days_to_expiry === "number" && row.recertify_due && cert.expires_at === row.expires_at;
   return td(
     label,
     badge(cert.verdict, cert.verdict),
     " ",
     h("span", {}, `certified ${when(cert.certified_at)}`),
     h("br"),
-    h("span", {}, `expires ${when(cert.expires_at)} (${age(cert.expires_at)})`),
+    h("span", { class: soon ? "soon" : null }, `expires ${when(cert.expires_at)} (${age(cert.expires_at)})`),
+    cert.run_id ? [h("br"), h("span", { class: "muted" }, "run ", h("code", {}, cert.run_id))] : null,
     h("br"),
     certificateLink(row.contract, provider, `${provider} report`),
+  );
+}
+
+function whyCell(row) {
+  const s = row.suspended;
+  if (!s) return td("Why", h("strong", { class: "reason" }, row.reason), row.detail ? [h("br"), h("span", { class: "muted" }, row.detail)] : null);
+  return td(
+    "Why",
+    h("strong", { class: "reason" }, row.reason),
+    h(
+      "dl",
+      { class: "suspension" },
+      h("dt", {}, "Since"), h("dd", {}, `${when(s.since)} (${age(s.since)})`),
+      h("dt", {}, "Disagreed"),
+      h("dd", { class: "rate" }, `${percent(s.disagreement_rate)} of shadow checks, threshold ${percent(s.threshold)}`),
+      h("dt", {}, "Checks"), h("dd", {}, `${s.disagreements} of ${s.checks} disagreed (judged from ${s.min_samples})`),
+      h("dt", {}, "Fields"), h("dd", { class: "fields" }, fieldList(s.fields)),
+      h("dt", {}, "By"), h("dd", {}, s.by || "–"),
+      h("dt", {}, "Against"), h("dd", {}, `${row.fallback}'s certificate of run `, h("code", {}, s.fallback_run_id || "unknown")),
+    ),
+    h("span", { class: "muted" }, `Failover is refused until ${row.fallback} is certified again for ${row.contract}.`),
+  );
+}
+
+function shadowCell(row) {
+  const t = row.shadow;
+  if (!t) return td("Shadow checks", h("span", { class: "muted" }, "not run (off, or the contract is not hedgeable)"));
+  const judged = t.checks >= t.min_samples;
+  return td(
+    "Shadow checks",
+    h("strong", { class: "rate" }, t.disagreement_rate === null || t.disagreement_rate === undefined ? "no checks yet" : `${percent(t.disagreement_rate)} disagree`),
+    " ",
+    h("span", {}, `(${t.disagreements} of ${plural(t.checks, "check")}; threshold ${percent(t.threshold)})`),
+    Object.keys(t.fields || {}).length ? [h("br"), h("span", {}, "on ", fieldList(t.fields))] : null,
+    t.errors ? [h("br"), h("span", { class: "muted" }, `${plural(t.errors, "call")} failed, not judged`)] : null,
+    h("br"),
+    h("span", { class: "muted" }, `sampling ${percent(t.sample_rate)} of jobs since ${when(t.since)}`, judged ? "" : `; too few to judge (needs ${t.min_samples})`),
+  );
+}
+
+function expiryCell(row) {
+  if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "–"));
+  return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, when(row.expires_at)));
+}
+
+/** The certificates behind the rows that are due, each once: the earlier one of its pair. */
+function dueCertificates(rows) {
+  const seen = new Map();
+  for (const row of rows) {
+    if (!row.recertify_due) continue;
+    for (const [provider, cert] of [[row.primary, row.primary_certificate], [row.fallback, row.fallback_certificate]]) {
+      if (!cert || cert.expires_at !== row.expires_at) continue;
+      const key = `${row.contract}\u0000${provider}`;
+      if (!seen.has(key)) seen.set(key, { contract: row.contract, provider, cert });
+    }
+  }
+  return [...seen.values()].sort((a, b) => (a.cert.days_to_expiry ?? 0) - (b.cert.days_to_expiry ?? 0));
+}
+
+function attention(rows) {
+  const suspended = rows.filter((r) => r.suspended);
+  const due = dueCertificates(rows);
+  if (!suspended.length && !due.length) {
+    return h("section", { class: "attention ok", "aria-labelledby": "attention-title" }, h("h2", { id: "attention-title" }, "Needs attention"), h("p", {}, "Nothing: no pair is suspended and no certificate is due for re-certification."));
+  }
+  return h(
+    "section",
+    { class: "attention", "aria-labelledby": "attention-title" },
+    h("h2", { id: "attention-title" }, "Needs attention"),
+    h(
+      "ul",
+      {},
+      suspended.length
+        ? h(
+            "li",
+            { class: "suspended-summary" },
+            h("strong", {}, `${plural(suspended.length, "pair")} suspended`),
+            " by shadow checks: ",
+            suspended.map((r, i) => [i ? "; " : "", h("span", { class: "pair" }, `${r.primary} → ${r.fallback} on ${r.contract}`), ` (${percent(r.suspended.disagreement_rate)} disagree, since ${when(r.suspended.since)})`]),
+          )
+        : null,
+      due.length
+        ? h(
+            "li",
+            { class: "due-summary" },
+            h("strong", {}, `${plural(due.length, "certificate")} to re-certify`),
+            ": ",
+            due.map((d, i) => [
+              i ? "; " : "",
+              certificateLink(d.contract, d.provider, `${d.provider} on ${d.contract}`),
+              ` ${expiresIn(d.cert.days_to_expiry)}`,
+            ]),
+          )
+        : null,
+    ),
   );
 }
 
@@ -33,11 +161,11 @@ export async function renderMatrix(view) {
       { class: "muted" },
       "Which fallback may replace which primary, per contract, as this gateway decides it now. ",
       "A fallback is used only when both providers hold an unexpired passing certificate for the ",
-      "contract's current fingerprint; the reason words are those of ",
+      "contract's current fingerprint and no shadow-check suspension holds for the pair; the reason words are those of ",
       h("code", {}, "onejob can-i-failover"),
       ".",
     ),
-    rows.length ? null : h("p", { class: "notice" }, "No route names a fallback: nothing can fail over."),
+    rows.length ? attention(rows) : h("p", { class: "notice" }, "No route names a fallback: nothing can fail over."),
     contracts.map((contract) => {
       const mine = rows.filter((r) => r.contract === contract);
       const fingerprint = mine[0].fingerprint;
@@ -52,17 +180,25 @@ export async function renderMatrix(view) {
           h(
             "table",
             { class: "cards matrix" },
-            h("thead", {}, h("tr", {}, ["Primary → fallback", "Failover", "Why", "Primary certificate", "Fallback certificate"].map((c) => h("th", { scope: "col" }, c)))),
+            h("thead", {}, h("tr", {}, ["Primary → fallback", "Failover", "Why", "Expires", "Shadow checks", "Primary certificate", "Fallback certificate"].map((c) => h("th", { scope: "col" }, c)))),
             h(
               "tbody",
               {},
               mine.map((row) =>
                 h(
                   "tr",
-                  { "data-fallback": row.fallback, "data-allowed": String(row.allowed) },
+                  {
+                    "data-fallback": row.fallback,
+                    "data-allowed": String(row.allowed),
+                    "data-suspended": String(Boolean(row.suspended)),
+                    "data-recertify-due": String(Boolean(row.recertify_due)),
+                    class: row.suspended ? "suspended" : null,
+                  },
                   td("Primary → fallback", `${row.primary} → ${row.fallback}`),
-                  td("Failover", badge(row.allowed ? "allowed" : "refused")),
-                  td("Why", h("strong", { class: "reason" }, row.reason), row.detail ? [h("br"), h("span", { class: "muted" }, row.detail)] : null),
+                  td("Failover", badge(row.allowed ? "allowed" : "refused"), row.suspended ? [" ", badge("suspended", "suspended")] : null),
+                  whyCell(row),
+                  expiryCell(row),
+                  shadowCell(row),
                   certCell("Primary certificate", row, row.primary, row.primary_certificate),
                   certCell("Fallback certificate", row, row.fallback, row.fallback_certificate),
                 ),
@@ -101,7 +237,8 @@ export async function renderCertificate(view, ctx, contract, provider) {
       h("dt", {}, "Model"), h("dd", {}, cert.model),
       h("dt", {}, "Adapter"), h("dd", {}, cert.adapter_version),
       h("dt", {}, "Certified"), h("dd", {}, when(cert.certified_at)),
-      h("dt", {}, "Expires"), h("dd", {}, `${when(cert.expires_at)} (${age(cert.expires_at)})`),
+      h("dt", {}, "Expires"), h("dd", {}, `${when(cert.expires_at)} (${expiresIn(cert.days_to_expiry)})`),
+      h("dt", {}, "Run"), h("dd", {}, cert.run_id ? h("code", {}, cert.run_id) : "–"),
       h("dt", {}, "Cases × repeats"), h("dd", {}, `${cert.cases ?? "?"} × ${cert.repeats ?? "?"}`),
       h("dt", {}, "Fingerprint"),
       h("dd", {}, h("code", {}, cert.contract_fingerprint), " ", current ? badge("current", "pass") : badge("not the contract's current fingerprint", "fail")),

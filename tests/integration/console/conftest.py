@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
 
 import dataclasses
+import datetime as dt
 import shutil
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,9 +29,15 @@ from dispatch_harness import (
     run_gateway,
     sim_settings,
 )
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_playwright
 
 from contracts.loader import load_catalog as contract_catalog
+from contracts.registry import CertificationRegistry
+from gateway.domain.fingerprint import fingerprint
+from gateway.domain.ports import ShadowStore
+from gateway.domain.records import ClaimSpec, NewJob
+from gateway.domain.shadow_records import ShadowOutcome
+from gateway.settings import ShadowConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator, run_simulator
 
@@ -87,6 +94,104 @@ async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
             yield Stack(gw, control, key, admin)
 
 
+#: The registry of ``attention_stack``: one pair suspended by shadow checks, one
+#: certificate about to expire, one expired (``docs/console.md``, failover matrix).
+SUSPENDED = {"contract": "ticket-triage@1", "primary": "sim-openai", "fallback": "sim-anthropic"}
+SHADOW = {"sample_rate": 0.25, "threshold": 0.2, "min_samples": 20}
+
+
+@pytest.fixture
+async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    """Gateway + simulator with shadow checks on, and a registry that needs attention:
+
+    - ticket-triage@1: both certified two days ago for 30 days; 20 shadow checks in the
+      database, 9 disagreeing on ``category``; the pair suspended (``CertificationRegistry
+      .suspend``, as the shadow checks write it);
+    - invoice-extraction@1: sim-anthropic's certificate expires in 3 days (re-certify
+      due); 5 shadow checks, 1 disagreeing on ``total``: below ``min_samples``;
+    - reply-draft@1 (not hedgeable: no shadow checks): sim-openai's certificate expired
+      a day ago.
+    """
+    store = await open_store(sqlite_url)
+    try:
+        _, key = await store.create_api_key("alice", frozenset({"jobs"}))
+        _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
+        assert isinstance(store, ShadowStore)
+        await _shadow_checked(store, "ticket-triage@1", 20, {"category": 9})
+        await _shadow_checked(store, "invoice-extraction@1", 5, {"total": 1})
+    finally:
+        await store.close()
+    async with (
+        run_simulator(port=0, catalog=contract_catalog) as sim,
+        open_sim_control(sim) as control,
+    ):
+        settings = _settings(sim, sqlite_url, tmp_path)
+        settings = settings.model_copy(update={"shadow": ShadowConfig(**SHADOW)})
+        path = tmp_path / "certs.json"
+        providers = list(settings.providers.values())
+        two_days = dt.timedelta(days=2)
+        month = dt.timedelta(days=30)
+        certify(path, providers[:1], ["ticket-triage@1"], certified_ago=two_days, valid_for=month)
+        certify(path, providers[1:], ["ticket-triage@1"], certified_ago=two_days, valid_for=month,
+                run_id="cert-fallback")  # fmt: skip
+        certify(path, providers[:1], ["invoice-extraction@1"], certified_ago=two_days,
+                valid_for=month)  # fmt: skip
+        certify(path, providers[1:], ["invoice-extraction@1"], certified_ago=dt.timedelta(days=27),
+                valid_for=month, run_id="cert-soon")  # fmt: skip
+        certify(path, providers[:1], ["reply-draft@1"], certified_ago=dt.timedelta(days=31),
+                valid_for=month)  # fmt: skip
+        certify(path, providers[1:], ["reply-draft@1"], certified_ago=two_days, valid_for=month)
+        registry = CertificationRegistry(path)
+        fallback = registry.latest_certificate("ticket-triage@1", "sim-anthropic")
+        assert fallback is not None
+        registry.suspend(
+            {
+                **SUSPENDED,
+                "since": _iso(dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)),
+                "reason": "shadow checks disagree",
+                "disagreement_rate": 0.45,
+                "checks": 20,
+                "disagreements": 9,
+                "threshold": SHADOW["threshold"],
+                "min_samples": SHADOW["min_samples"],
+                "fields": {"category": 9},
+                "fallback_run_id": "cert-fallback",
+                "fallback_certified_at": fallback["certified_at"],
+                "by": "gw-test",
+            }
+        )
+        async with run_gateway(settings) as gw:
+            yield Stack(gw, control, key, admin)
+
+
+async def _shadow_checked(
+    store: Any, contract: str, checks: int, disagreed: dict[str, int]
+) -> None:
+    """Record ``checks`` judged shadow checks of the pair on ``contract``'s succeeded jobs,
+    the first ``sum(disagreed)`` disagreeing on the named fields."""
+    fields = [name for name, n in disagreed.items() for _ in range(n)]
+    for n in range(checks):
+        value = {"n": n}
+        created = await store.create_or_get(
+            NewJob("alice", f"{contract}-{n}", fingerprint(contract, value, None), contract,
+                   "sim-openai", None, value),
+            ClaimSpec(worker_id="seed", lease_ttl=60.0, deadline_s=30.0),
+        )  # fmt: skip
+        assert created.claimed is not None
+        await store.finalize(created.claimed.attempt.id, {"seeded": True})
+        claimed = await store.begin_shadow_check(
+            created.job.id, contract, SUSPENDED["primary"], SUSPENDED["fallback"]
+        )
+        assert claimed is not None
+        outcome = ShadowOutcome.DISAGREED if n < len(fields) else ShadowOutcome.AGREED
+        detail = {"fields": [fields[n]] if n < len(fields) else []}
+        await store.finish_shadow_check(claimed[0], outcome, detail)
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def _settings(sim: RunningSimulator, url: str, tmp_path: Path) -> Any:
     return sim_settings(
         sim, url, tmp_path / "certs.json", primary_timeout=PRIMARY_TIMEOUT, fallback_timeout=5.0
@@ -141,12 +246,17 @@ def open_page(browser: Browser) -> Callable[..., Any]:
 
 @pytest.fixture
 def shoot() -> Callable[..., Any]:
-    """Return ``shoot(page, name)``: a full-page screenshot in ``reports/out/console/``."""
+    """Return ``shoot(page, name[, element])``: a full-page screenshot (or one of
+    ``element``, to look at a part of a long page at its real size) in
+    ``reports/out/console/``."""
 
-    async def shoot_(page: Page, name: str) -> Path:
+    async def shoot_(page: Page, name: str, element: Locator | None = None) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
-        await page.screenshot(path=str(path), full_page=True)
+        if element is not None:
+            await element.screenshot(path=str(path))
+        else:
+            await page.screenshot(path=str(path), full_page=True)
         return path
 
     return shoot_

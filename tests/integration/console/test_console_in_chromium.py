@@ -261,6 +261,13 @@ async def test_the_failover_matrix_shows_verdicts_dates_and_the_certificate_behi
     await expect(row.locator(".reason")).to_have_text("certified")
     await expect(row).to_contain_text("expires")
     await expect(section).to_contain_text("Contract fingerprint")
+    # The stack's certificates are valid for a day: every one is due for re-certification.
+    await expect(row).to_have_attribute("data-recertify-due", "true")
+    await expect(row.locator(".badge.due")).to_have_text("re-certify due")
+    await expect(page.locator(".attention .due-summary")).to_contain_text(
+        "sim-anthropic on ticket-triage@1 expires in"
+    )
+    await expect(page.locator(".attention .suspended-summary")).to_have_count(0)
     await shoot(page, "matrix-1280")
     await row.get_by_role("link", name="sim-anthropic report").click()
     await expect(
@@ -269,6 +276,96 @@ async def test_the_failover_matrix_shows_verdicts_dates_and_the_certificate_behi
     await expect(page.locator("dl.facts")).to_contain_text("current")
     await expect(page.locator("dl.facts")).to_contain_text("sim-claude")
     assert watched.errors == [], watched.errors
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expires_soon(
+    attention_stack: Any, open_page: Any, shoot: Any, width: int
+) -> None:
+    stack = attention_stack
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
+    await sign_in(page, stack.url, stack.key)  # the matrix is served to any key
+    await page.get_by_role("link", name="Failover matrix").click()
+
+    # What needs attention comes first: the suspended pair, then the certificates to renew,
+    # the expired one before the one expiring soon.
+    summary = page.locator("section.attention")
+    await expect(summary.get_by_role("heading", name="Needs attention")).to_be_visible()
+    await expect(summary.locator(".suspended-summary")).to_contain_text(
+        "1 pair suspended by shadow checks: sim-openai → sim-anthropic on ticket-triage@1"
+        " (45% disagree, since"
+    )
+    due = summary.locator(".due-summary")
+    await expect(due).to_contain_text("2 certificates to re-certify")
+    await expect(due.get_by_role("link")).to_have_text(
+        ["sim-openai on reply-draft@1", "sim-anthropic on invoice-extraction@1"]
+    )
+    await expect(due).to_contain_text("sim-openai on reply-draft@1 expired 1 day ago")
+    await expect(due).to_contain_text("sim-anthropic on invoice-extraction@1 expires in 3 days")
+
+    # The suspended pair: marked suspended, not only refused, with the shadow checks' numbers.
+    triage = page.locator(
+        "section[data-contract='ticket-triage@1'] tr[data-fallback='sim-anthropic']"
+    )
+    await expect(triage).to_have_attribute("data-suspended", "true")
+    await expect(triage).to_have_attribute("data-allowed", "false")
+    await expect(triage).to_have_class("suspended")
+    failover = triage.locator("td[data-label='Failover'] .badge")
+    await expect(failover).to_have_text(["refused", "suspended"])
+    await expect(triage.locator(".reason")).to_have_text("suspended")
+    why = triage.locator("dl.suspension")
+    await expect(why.locator("dd.rate")).to_have_text("45% of shadow checks, threshold 20%")
+    await expect(why).to_contain_text("9 of 20 disagreed (judged from 20)")
+    await expect(why.locator("dd.fields")).to_have_text("category (9)")
+    await expect(why).to_contain_text("3h")  # since: three hours ago
+    await expect(why).to_contain_text("sim-anthropic's certificate of run cert-fallback")
+    shadow = triage.locator("td[data-label='Shadow checks']")
+    await expect(shadow).to_contain_text("45% disagree (9 of 20 checks; threshold 20%)")
+    await expect(shadow).to_contain_text("on category (9)")
+    await expect(shadow).to_contain_text("sampling 25% of jobs")
+    await expect(triage.locator("td[data-label='Expires'] .expiry")).to_have_text(
+        "expires in 28 days"
+    )
+    await expect(triage.locator(".badge.due, .badge.expired")).to_have_count(0)
+
+    # Allowed, but its fallback's certificate is due: the pair and the certificate say so.
+    invoice = page.locator(
+        "section[data-contract='invoice-extraction@1'] tr[data-fallback='sim-anthropic']"
+    )
+    await expect(invoice).to_have_attribute("data-allowed", "true")
+    await expect(invoice).to_have_attribute("data-suspended", "false")
+    await expect(invoice).to_have_attribute("data-recertify-due", "true")
+    expires = invoice.locator("td[data-label='Expires']")
+    await expect(expires.locator(".expiry")).to_have_text("expires in 3 days")
+    await expect(expires.locator(".badge")).to_have_text("re-certify due")
+    fallback_cert = invoice.locator("td[data-label='Fallback certificate']")
+    await expect(fallback_cert.locator(".soon")).to_contain_text("expires")
+    await expect(fallback_cert).to_contain_text("cert-soon")
+    await expect(invoice.locator("td[data-label='Shadow checks']")).to_contain_text(
+        "20% disagree (1 of 5 checks; threshold 20%)"
+    )
+    await expect(invoice.locator("td[data-label='Shadow checks']")).to_contain_text(
+        "too few to judge (needs 20)"
+    )
+
+    # Expired, and not hedgeable: no shadow checks.
+    reply = page.locator("section[data-contract='reply-draft@1'] tr[data-fallback='sim-anthropic']")
+    await expect(reply.locator(".reason")).to_have_text("expired")
+    await expect(reply.locator("td[data-label='Expires'] .expiry")).to_have_text(
+        "expired 1 day ago"
+    )
+    await expect(reply.locator("td[data-label='Expires'] .badge")).to_have_text("expired")
+    await expect(reply.locator("td[data-label='Shadow checks']")).to_contain_text("not run")
+
+    await assert_fits(page, f"matrix-attention-{width}")
+    await shoot(page, f"matrix-attention-{width}")
+    await shoot(page, f"matrix-attention-top-{width}", summary)
+    await shoot(page, f"matrix-suspended-{width}", triage)
+    await page.goto(f"{stack.url}#/certificate/invoice-extraction@1/sim-anthropic")
+    await expect(page.locator("dl.facts")).to_contain_text("expires in 3 days")
+    await expect(page.locator("dl.facts")).to_contain_text("cert-soon")
+    await assert_fits(page, f"certificate-soon-{width}")
+    assert_key_kept_out(watched, stack.key)
 
 
 async def test_recent_jobs_page_by_cursor_and_filter_by_status(stack: Any, open_page: Any) -> None:

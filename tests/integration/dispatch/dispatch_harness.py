@@ -82,12 +82,21 @@ def sim_settings(
     )
 
 
-def certify(path: Path, providers: Sequence[ProviderConfig], contracts: Sequence[str] = ()) -> None:
-    """Write passing live certificates for ``providers`` on every (or the named) contract."""
+def certify(
+    path: Path,
+    providers: Sequence[ProviderConfig],
+    contracts: Sequence[str] = (),
+    *,
+    certified_ago: dt.timedelta = dt.timedelta(0),
+    valid_for: dt.timedelta = dt.timedelta(days=1),
+    run_id: str | None = None,
+) -> None:
+    """Write passing live certificates for ``providers`` on every (or the named) contract,
+    certified ``certified_ago`` and expiring ``valid_for`` after that (negative: past)."""
     catalog = load_catalog()
-    now = dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC) - certified_ago
     stamp = now.isoformat().replace("+00:00", "Z")
-    expires = (now + dt.timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    expires = (now + valid_for).isoformat().replace("+00:00", "Z")
     CertificationRegistry(path).record(
         [
             {
@@ -105,6 +114,7 @@ def certify(path: Path, providers: Sequence[ProviderConfig], contracts: Sequence
                 "cases": 1,
                 "pass_rates": {},
                 "failures": [],
+                **({"run_id": run_id} if run_id else {}),
                 # Stand-in agreement evidence: every case agrees (on nothing).
                 "evidence": {case.id: {"agree": {}} for case in catalog[name].cases},
             }
