@@ -37,6 +37,8 @@ const QUIET_KINDS = new Set([
   "cancel_refused",
   "reconciler_checked",
   "job_reopened",
+  // written just after the failure it follows (a fallback the registry refused)
+  "failover_skipped",
 ]);
 
 /** Whether nothing will change on the job without someone acting. */

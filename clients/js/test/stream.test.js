@@ -148,7 +148,7 @@ test("without an event stream the wait polls with Prefer: wait", async () => {
 test("events that never settle a job do not read it; others, and unknown kinds, do", async () => {
   const { mayHaveSettled } = await import("../src/index.js");
   const audit = (kind) => ({ event: kind, data: JSON.stringify({ id: 1, kind, detail: {} }), id: "1", retry: null });
-  for (const kind of ["job_created", "attempt_created", "attempt_running", "replayed", "attempt_refused"]) {
+  for (const kind of ["job_created", "attempt_created", "attempt_running", "replayed", "attempt_refused", "failover_skipped"]) {
     assert.equal(mayHaveSettled(audit(kind)), false, kind);
   }
   for (const kind of ["attempt_unknown", "attempt_succeeded", "job_failed", "job_cancelled", "a_new_kind"]) {

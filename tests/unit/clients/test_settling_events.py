@@ -15,10 +15,24 @@ def audit(kind: str) -> ServerSentEvent:
 
 @pytest.mark.parametrize(
     "kind",
-    ["job_created", "attempt_created", "attempt_running", "replayed", "attempt_refused"],
+    [
+        "job_created",
+        "attempt_created",
+        "attempt_running",
+        "replayed",
+        "attempt_refused",
+        "failover_skipped",
+    ],
 )
 def test_events_that_never_settle_a_job_do_not_read_it(kind: str) -> None:
     assert not may_have_settled(audit(kind))
+
+
+def test_a_skipped_failover_as_the_gateway_writes_it_does_not_read_the_job() -> None:
+    # docs/api.md: one per configured fallback the registry refused, after the failure.
+    detail = {"fallback": "sim-anthropic", "primary": "sim-openai", "reason": "suspended"}
+    data = {"id": 7, "kind": "failover_skipped", "attempt_id": "att_1", "detail": detail}
+    assert not may_have_settled(ServerSentEvent("failover_skipped", json.dumps(data), "7"))
 
 
 @pytest.mark.parametrize(

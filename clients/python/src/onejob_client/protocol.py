@@ -47,6 +47,8 @@ QUIET_KINDS = frozenset(
         "cancel_refused",
         "reconciler_checked",
         "job_reopened",
+        # written just after the failure it follows (a fallback the registry refused)
+        "failover_skipped",
     }
 )
 _SETTLED_VALUES = frozenset(s.value for s in SETTLED)
