@@ -84,7 +84,7 @@ function shadowCell(row) {
     "Shadow checks",
     h("strong", { class: "rate" }, t.disagreement_rate === null || t.disagreement_rate === undefined ? "no checks yet" : `${percent(t.disagreement_rate)} disagree`),
     " ",
-    h("span", {}, `(${t.disagreements} of ${plural(t.checks, "check")}; threshold ${percent(t.threshold)})`),
+    h("span", {}, t.checks ? `(${t.disagreements} of ${plural(t.checks, "check")}; threshold ${percent(t.threshold)})` : `(threshold ${percent(t.threshold)})`),
     Object.keys(t.fields || {}).length ? [h("br"), h("span", {}, "on ", fieldList(t.fields))] : null,
     t.errors ? [h("br"), h("span", { class: "muted" }, `${plural(t.errors, "call")} failed, not judged`)] : null,
     h("br"),
@@ -93,7 +93,7 @@ function shadowCell(row) {
 }
 
 function expiryCell(row) {
-  if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "–"));
+  if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "– (a certificate is missing)"));
   return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, when(row.expires_at)));
 }
 
@@ -223,12 +223,21 @@ export async function renderCertificate(view, ctx, contract, provider) {
     return null;
   }
   const current = row.fingerprint && cert.contract_fingerprint === row.fingerprint;
+  const suspensions = rows.filter((r) => r.contract === contract && r.fallback === provider && r.suspended);
   const rates = Object.entries(cert.pass_rates || {});
   const failures = cert.failures || [];
   fill(
     view,
     back,
     h("h1", {}, `Certificate: ${title}`),
+    suspensions.map((r) =>
+      h(
+        "p",
+        { class: "notice warn suspension-notice" },
+        badge("suspended", "suspended"),
+        ` Failover from ${r.primary} to ${provider} is suspended since ${when(r.suspended.since)}: shadow checks disagreed in ${r.suspended.disagreements} of ${r.suspended.checks} (${percent(r.suspended.disagreement_rate)}, threshold ${percent(r.suspended.threshold)}) on ${fieldList(r.suspended.fields)}. Certify ${provider} again to clear it.`,
+      ),
+    ),
     h(
       "dl",
       { class: "facts" },

@@ -361,7 +361,17 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     await shoot(page, f"matrix-attention-{width}")
     await shoot(page, f"matrix-attention-top-{width}", summary)
     await shoot(page, f"matrix-suspended-{width}", triage)
+    await page.goto(f"{stack.url}#/certificate/ticket-triage@1/sim-anthropic")
+    await expect(page.locator(".suspension-notice")).to_contain_text(
+        "Failover from sim-openai to sim-anthropic is suspended since"
+    )
+    await expect(page.locator(".suspension-notice")).to_contain_text(
+        "disagreed in 9 of 20 (45%, threshold 20%) on category (9)"
+    )
+    await assert_fits(page, f"certificate-suspended-{width}")
+    await shoot(page, f"certificate-suspended-{width}")
     await page.goto(f"{stack.url}#/certificate/invoice-extraction@1/sim-anthropic")
+    await expect(page.locator(".suspension-notice")).to_have_count(0)
     await expect(page.locator("dl.facts")).to_contain_text("expires in 3 days")
     await expect(page.locator("dl.facts")).to_contain_text("cert-soon")
     await assert_fits(page, f"certificate-soon-{width}")
