@@ -101,7 +101,13 @@ async def succeed_jobs(ctx: ScenarioContext, s: Stage, first: int, count: int, l
     """Create ``count`` jobs on inputs off the catalog; each succeeds on the primary."""
     for n in range(first, first + count):
         job_id = await create_watched_job(
-            ctx, s, f"shadow-{n}", production_input(ctx, s.contract, n), wait=10, label=label
+            ctx,
+            s,
+            f"shadow-{n}",
+            production_input(ctx, s.contract, n),
+            wait=10,
+            what=f"job {n} is created",
+            label=f"job {n} ({label})",
         )
         job = await ctx.wait_job(
             s.gateway,
@@ -226,6 +232,7 @@ async def primary_fails_without_failover(ctx: ScenarioContext, s: Stage, before:
         "shadow-after",
         production_input(ctx, s.contract, 99),
         wait=15,
+        what="the job after the suspension is created",
         label="after suspension",
     )
     job = await ctx.wait_job(
