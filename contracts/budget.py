@@ -65,3 +65,38 @@ class Budget:
             "output_tokens_per_case": self.output_tokens_per_case,
             "cost_per_case_usd": self.cost_per_case_usd,
         }
+
+    def over(self, figures: Mapping[str, Any] | None) -> list[str]:
+        """Name the limits (``BUDGET_KEYS``) that a certificate's ``figures`` exceed."""
+        out: list[str] = []
+        for key, limit in self.as_dict().items():
+            value = _number((figures or {}).get(key))
+            if limit is not None and value is not None and value > limit:
+                out.append(key)
+        return out
+
+
+def usage_figures(usage: Any) -> dict[str, Any] | None:
+    """Return what an operator decides a failover from, of a certificate's ``usage``
+    (``certify.usage.UsageSummary.as_dict``): calls, p50 and p95 latency in milliseconds,
+    output tokens and cost per case (each None when unknown). None when there is no usage
+    (a certificate written before issue 38's budgets)."""
+    if not isinstance(usage, Mapping):
+        return None
+    latency = usage.get("latency_ms")
+    latency = latency if isinstance(latency, Mapping) else {}
+    calls = usage.get("calls")
+    return {
+        "calls": calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
+        "latency_p50_ms": _number(latency.get("p50")),
+        "latency_p95_ms": _number(latency.get("p95")),
+        "output_tokens_per_case": _number(usage.get("output_tokens_per_case")),
+        "cost_per_case_usd": _number(usage.get("cost_per_case_usd")),
+    }
+
+
+def _number(value: Any) -> float | None:
+    """Return ``value`` as a float when it is a number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

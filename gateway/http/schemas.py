@@ -144,6 +144,57 @@ class Contracts(Strict):
     contracts: list[ContractView]
 
 
+class ContractBudget(Strict):
+    """What a contract's ``[budget]`` allows a provider per case (null: not limited)."""
+
+    latency_p95_ms: float | None
+    output_tokens_per_case: float | None
+    cost_per_case_usd: float | None
+
+
+class CertificateUsage(Strict):
+    """What a provider's calls took and cost in the run that wrote its certificate."""
+
+    calls: int | None
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    output_tokens_per_case: float | None
+    #: Null when no price was given for the provider (``onejob certify --price``).
+    cost_per_case_usd: float | None
+    #: The limits of the contract's current budget these figures exceed, by their
+    #: ``[budget]`` names (``latency_p95_ms``, ``output_tokens_per_case``,
+    #: ``cost_per_case_usd``).
+    over_budget: list[str]
+
+
+class BudgetVerdict(Strict):
+    """Whether a certificate passed the budget it was judged against, and why not."""
+
+    passed: bool
+    reason: str
+
+
+class CertificateView(Strict):
+    """A provider's newest live/record certificate for a contract."""
+
+    verdict: str
+    mode: str
+    model: str | None
+    adapter_version: str | None
+    contract_fingerprint: str | None
+    certified_at: str
+    expires_at: str
+    repeats: int | None
+    cases: int | None
+    pass_rates: dict[str, float] | None
+    failures: list[dict[str, Any]] | None
+    run_id: str | None
+    days_to_expiry: float | None
+    #: Null for a certificate recorded without usage (before issue 38's budgets).
+    usage: CertificateUsage | None
+    budget_verdict: BudgetVerdict | None
+
+
 class CertificationRow(Strict):
     """May ``fallback`` replace ``primary`` for ``contract``, and why."""
 
@@ -154,8 +205,10 @@ class CertificationRow(Strict):
     reason: str
     detail: str
     fingerprint: str | None
-    primary_certificate: dict[str, Any] | None
-    fallback_certificate: dict[str, Any] | None
+    #: The contract's budget (null when it declares none).
+    budget: ContractBudget | None
+    primary_certificate: CertificateView | None
+    fallback_certificate: CertificateView | None
     #: The earlier expiry of the pair's two certificates, days to it, and whether it is
     #: within ``[certification] within_days`` (issue 38).
     expires_at: str | None

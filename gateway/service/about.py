@@ -8,6 +8,14 @@ reason, disagreement_rate, checks, disagreements, threshold, min_samples, fields
 fallback_run_id, by) and, from the database, the shadow checks since the fallback's
 certificate (``shadow``: null when off, or checks, disagreements, errors,
 disagreement_rate, since, sample_rate, threshold, min_samples).
+
+And what the pair costs (issue 38, "latency and cost are part of the contract"): the
+contract's ``budget`` (its declared limits, null when it declares none) and, on each
+certificate, ``usage`` (calls, p50 and p95 latency in milliseconds, output tokens and cost
+per case, and ``over_budget``: the limits of the contract's current budget those figures
+exceed; null for a certificate recorded without usage) and ``budget_verdict`` (whether
+the certificate passed the budget it was judged against, and why not; null when none was
+recorded).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from contracts.budget import Budget, usage_figures
 from contracts.suspensions import public as public_suspension
 from gateway.domain.ports import FailoverSuspensions, ShadowStore
 from gateway.domain.shadow import HOUR
@@ -77,9 +86,10 @@ class About(ServiceBase):
                 verdict = self.certifications.can_failover(self.catalog[name], primary, fallback)
                 allowed, reason = verdict.allowed, str(verdict.reason)
                 detail = str(getattr(verdict, "detail", ""))
+            budget = getattr(self.catalog[name], "budget", None) or Budget()
             certs = [
-                self._certificate(name, primary_name, now),
-                self._certificate(name, fallback_name, now),
+                self._certificate(name, primary_name, now, budget),
+                self._certificate(name, fallback_name, now, budget),
             ]
             expiring = [c for c in certs if c is not None and c.get("expires_at")]
             first = (
@@ -95,6 +105,7 @@ class About(ServiceBase):
                     "reason": reason,
                     "detail": detail,
                     "fingerprint": getattr(self.catalog[name], "fingerprint", None),
+                    "budget": budget.as_dict() if budget.declared else None,
                     "primary_certificate": certs[0],
                     "fallback_certificate": certs[1],
                     "expires_at": first["expires_at"] if first is not None else None,
@@ -123,15 +134,25 @@ class About(ServiceBase):
         return pairs
 
     def _certificate(
-        self, contract: str, provider: str, now: dt.datetime | None = None
+        self,
+        contract: str,
+        provider: str,
+        now: dt.datetime | None = None,
+        budget: Budget | None = None,
     ) -> dict[str, Any] | None:
-        """Summarize the newest certificate behind a verdict (when the policy keeps them)."""
+        """Summarize the newest certificate behind a verdict (when the policy keeps them),
+        with its usage judged against the contract's current ``budget``."""
         lookup = getattr(self.certifications, "latest_certificate", None)
         entry = lookup(contract, provider) if lookup is not None else None
         if entry is None:
             return None
         out = {field: entry.get(field) for field in CERTIFICATE_FIELDS}
         out["days_to_expiry"] = _days_to(entry.get("expires_at"), now or dt.datetime.now(dt.UTC))
+        usage = usage_figures(entry.get("usage"))
+        if usage is not None:
+            usage["over_budget"] = (budget or Budget()).over(usage)
+        out["usage"] = usage
+        out["budget_verdict"] = _budget_verdict(entry.get("budget"))
         return out
 
     def _suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
@@ -196,6 +217,13 @@ class About(ServiceBase):
         if shadow_on and isinstance(self.store, ShadowStore):
             since = now - dt.timedelta(seconds=HOUR)
             gauges.shadow_calls_last_hour.set(await self.store.shadow_calls_since(since))
+
+
+def _budget_verdict(recorded: Any) -> dict[str, Any] | None:
+    """Return ``{passed, reason}`` of the budget check a certificate recorded, or None."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("passed"), bool):
+        return None
+    return {"passed": recorded["passed"], "reason": str(recorded.get("reason") or "")}
 
 
 def _days_to(expires_at: Any, now: dt.datetime) -> float | None:
