@@ -92,6 +92,72 @@ function shadowCell(row) {
   );
 }
 
+/** A latency in milliseconds as people read it: "420 ms", "1.2 s", "41 s". */
+export function duration(ms) {
+  if (typeof ms !== "number") return "?";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  return s < 10 ? `${s.toFixed(1).replace(/\.0$/, "")} s` : `${Math.round(s).toLocaleString("en")} s`;
+}
+
+/** US dollars without trailing zeros, like the reports: "$0.0004". */
+export function dollars(amount) {
+  return `$${amount.toFixed(8).replace(/0+$/, "").replace(/\.$/, "")}`;
+}
+
+function tokens(n) {
+  return `${Math.round(n).toLocaleString("en")}`;
+}
+
+/** What the contract's budget allows of one figure, or null when it does not limit it. */
+function limit(row, key) {
+  const value = row.budget ? row.budget[key] : null;
+  return typeof value === "number" ? value : null;
+}
+
+/**
+ * One figure of the fallback, against the primary's and the budget:
+ * "p95 1.2 s (primary 400 ms; budget 20 s)", marked when over the budget.
+ */
+function figure(row, key, name, show, label, unknown) {
+  const mine = row.fallback_certificate && row.fallback_certificate.usage;
+  const theirs = row.primary_certificate && row.primary_certificate.usage;
+  const value = mine ? mine[key] : null;
+  const cap = limit(row, key);
+  const over = Boolean(mine && mine.over_budget.includes(key));
+  const primaryOver = Boolean(theirs && theirs.over_budget.includes(key));
+  const context = [];
+  if (theirs) context.push(typeof theirs[key] === "number" ? `primary ${show(theirs[key])}${primaryOver ? ", over budget" : ""}` : `primary ${unknown}`);
+  context.push(cap === null ? `no ${name} budget` : `budget ${show(cap)}`);
+  return h(
+    "span",
+    { class: `figure ${name}${over ? " over" : ""}`, "data-figure": key },
+    typeof value === "number" ? label(show(value)) : h("span", { class: "muted" }, unknown),
+    over ? [" ", badge("over budget", "over")] : null,
+    " ",
+    h("span", { class: "versus" }, `(${context.join("; ")})`),
+  );
+}
+
+function usageCell(row) {
+  const mine = row.fallback_certificate && row.fallback_certificate.usage;
+  const theirs = row.primary_certificate && row.primary_certificate.usage;
+  if (!mine && !theirs) {
+    return td("Latency & cost", h("span", { class: "muted" }, "not recorded (certificates written before budgets)"));
+  }
+  const calls = mine && typeof mine.calls === "number" ? `fallback's ${plural(mine.calls, "call")} at certification` : null;
+  return td(
+    "Latency & cost",
+    mine ? null : [h("span", { class: "muted" }, `${row.fallback}'s certificate records none`), h("br")],
+    figure(row, "latency_p95_ms", "latency", duration, (v) => `p95 ${v}`, "p95 unknown"),
+    h("br"),
+    figure(row, "output_tokens_per_case", "tokens", tokens, (v) => `${v} output tokens/case`, "tokens unknown"),
+    h("br"),
+    figure(row, "cost_per_case_usd", "cost", dollars, (v) => `${v}/case`, "cost unknown: no price given"),
+    calls ? [h("br"), h("span", { class: "muted" }, calls)] : null,
+  );
+}
+
 function expiryCell(row) {
   if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "– (a certificate is missing)"));
   return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, when(row.expires_at)));
@@ -180,7 +246,7 @@ export async function renderMatrix(view) {
           h(
             "table",
             { class: "cards matrix" },
-            h("thead", {}, h("tr", {}, ["Primary → fallback", "Failover", "Why", "Expires", "Shadow checks", "Primary certificate", "Fallback certificate"].map((c) => h("th", { scope: "col" }, c)))),
+            h("thead", {}, h("tr", {}, ["Primary → fallback", "Failover", "Why", "Latency & cost", "Expires", "Shadow checks", "Primary certificate", "Fallback certificate"].map((c) => h("th", { scope: "col" }, c)))),
             h(
               "tbody",
               {},
@@ -192,11 +258,13 @@ export async function renderMatrix(view) {
                     "data-allowed": String(row.allowed),
                     "data-suspended": String(Boolean(row.suspended)),
                     "data-recertify-due": String(Boolean(row.recertify_due)),
+                    "data-over-budget": String(Boolean(row.fallback_certificate?.usage?.over_budget.length)),
                     class: row.suspended ? "suspended" : null,
                   },
                   td("Primary → fallback", `${row.primary} → ${row.fallback}`),
                   td("Failover", badge(row.allowed ? "allowed" : "refused"), row.suspended ? [" ", badge("suspended", "suspended")] : null),
                   whyCell(row),
+                  usageCell(row),
                   expiryCell(row),
                   shadowCell(row),
                   certCell("Primary certificate", row, row.primary, row.primary_certificate),

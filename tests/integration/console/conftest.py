@@ -110,7 +110,13 @@ async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stac
     - invoice-extraction@1: sim-anthropic's certificate expires in 3 days (re-certify
       due); 5 shadow checks, 1 disagreeing on ``total``: below ``min_samples``;
     - reply-draft@1 (not hedgeable: no shadow checks): sim-openai's certificate expired
-      a day ago.
+      a day ago; sim-anthropic's failed its budget (p95 41 s against 30 s), so the pair
+      is refused as ``failed``.
+
+    Latency and cost (``usage``): ticket-triage's fallback answers at p95 1.2 s and
+    $0.0004 a case against its primary's 400 ms and $0.0001; invoice-extraction's
+    certificates were written without usage (as before budgets); reply-draft's fallback is
+    over the latency budget, with no price known.
     """
     store = await open_store(sqlite_url)
     try:
@@ -131,16 +137,20 @@ async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stac
         providers = list(settings.providers.values())
         two_days = dt.timedelta(days=2)
         month = dt.timedelta(days=30)
-        certify(path, providers[:1], ["ticket-triage@1"], certified_ago=two_days, valid_for=month)
+        certify(path, providers[:1], ["ticket-triage@1"], certified_ago=two_days, valid_for=month,
+                usage=usage(p50=180, p95=400, tokens=62, cost=0.0001))  # fmt: skip
         certify(path, providers[1:], ["ticket-triage@1"], certified_ago=two_days, valid_for=month,
-                run_id="cert-fallback")  # fmt: skip
+                run_id="cert-fallback",
+                usage=usage(p50=700, p95=1200, tokens=75, cost=0.0004))  # fmt: skip
         certify(path, providers[:1], ["invoice-extraction@1"], certified_ago=two_days,
                 valid_for=month)  # fmt: skip
         certify(path, providers[1:], ["invoice-extraction@1"], certified_ago=dt.timedelta(days=27),
                 valid_for=month, run_id="cert-soon")  # fmt: skip
         certify(path, providers[:1], ["reply-draft@1"], certified_ago=dt.timedelta(days=31),
-                valid_for=month)  # fmt: skip
-        certify(path, providers[1:], ["reply-draft@1"], certified_ago=two_days, valid_for=month)
+                valid_for=month,
+                usage=usage(p50=2_000, p95=6_500, tokens=240, cost=0.0009))  # fmt: skip
+        certify(path, providers[1:], ["reply-draft@1"], certified_ago=two_days, valid_for=month,
+                usage=usage(p50=12_000, p95=41_000, tokens=410, cost=None))  # fmt: skip
         registry = CertificationRegistry(path)
         fallback = registry.latest_certificate("ticket-triage@1", "sim-anthropic")
         assert fallback is not None
@@ -162,6 +172,23 @@ async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stac
         )
         async with run_gateway(settings) as gw:
             yield Stack(gw, control, key, admin)
+
+
+def usage(*, p50: float, p95: float, tokens: float, cost: float | None) -> dict[str, Any]:
+    """A certificate's ``usage`` as ``onejob certify`` writes it (``UsageSummary.as_dict``):
+    25 calls, latency in milliseconds, output tokens and cost (None: no price) per case."""
+    return {
+        "calls": 25,
+        "answered": 25,
+        "latency_ms": {"p50": float(p50), "p95": float(p95), "p99": float(p95), "max": float(p95)},
+        "output_tokens_per_case": float(tokens),
+        "output_tokens_max": int(tokens * 1.5),
+        "input_tokens": 25 * 400,
+        "output_tokens": int(25 * tokens),
+        "cost_per_case_usd": cost,
+        "cost_usd": None if cost is None else round(25 * cost, 6),
+        "price_per_mtok": None if cost is None else {"input": 0.5, "output": 1.5},
+    }
 
 
 async def _shadow_checked(

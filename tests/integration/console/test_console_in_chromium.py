@@ -327,6 +327,20 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
         "expires in 28 days"
     )
     await expect(triage.locator(".badge.due, .badge.expired")).to_have_count(0)
+    # Latency and cost: the fallback's figures against the primary's and the budget.
+    usage = triage.locator("td[data-label='Latency & cost']")
+    await expect(usage.locator("[data-figure='latency_p95_ms']")).to_have_text(
+        "p95 1.2 s (primary 400 ms; budget 20 s)"
+    )
+    await expect(usage.locator("[data-figure='output_tokens_per_case']")).to_have_text(
+        "75 output tokens/case (primary 62; budget 300)"
+    )
+    await expect(usage.locator("[data-figure='cost_per_case_usd']")).to_have_text(
+        "$0.0004/case (primary $0.0001; no cost budget)"
+    )
+    await expect(usage).to_contain_text("fallback's 25 calls at certification")
+    await expect(usage.locator(".over, .badge.over")).to_have_count(0)
+    await expect(triage).to_have_attribute("data-over-budget", "false")
 
     # Allowed, but its fallback's certificate is due: the pair and the certificate say so.
     invoice = page.locator(
@@ -347,10 +361,25 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     await expect(invoice.locator("td[data-label='Shadow checks']")).to_contain_text(
         "too few to judge (needs 20)"
     )
+    await expect(invoice.locator("td[data-label='Latency & cost']")).to_have_text(
+        "not recorded (certificates written before budgets)"
+    )
 
-    # Expired, and not hedgeable: no shadow checks.
+    # The primary's certificate expired, and the fallback's failed its latency budget; not
+    # hedgeable: no shadow checks.
     reply = page.locator("section[data-contract='reply-draft@1'] tr[data-fallback='sim-anthropic']")
-    await expect(reply.locator(".reason")).to_have_text("expired")
+    await expect(reply.locator(".reason")).to_have_text("failed")
+    await expect(reply.locator("td[data-label='Why']")).to_contain_text("budget layer")
+    await expect(reply).to_have_attribute("data-over-budget", "true")
+    over = reply.locator("td[data-label='Latency & cost'] .figure.over")
+    await expect(over).to_have_text(["p95 41 s over budget (primary 6.5 s; budget 30 s)"])
+    await expect(over.locator(".badge.over")).to_have_text("over budget")
+    await expect(reply.locator("[data-figure='output_tokens_per_case']")).to_have_text(
+        "410 output tokens/case (primary 240; budget 600)"
+    )
+    await expect(reply.locator("[data-figure='cost_per_case_usd']")).to_have_text(
+        "cost unknown: no price given (primary $0.0009; no cost budget)"
+    )
     await expect(reply.locator("td[data-label='Expires'] .expiry")).to_have_text(
         "expired 1 day ago"
     )
@@ -361,6 +390,7 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     await shoot(page, f"matrix-attention-{width}")
     await shoot(page, f"matrix-attention-top-{width}", summary)
     await shoot(page, f"matrix-suspended-{width}", triage)
+    await shoot(page, f"matrix-over-budget-{width}", reply)
     await page.goto(f"{stack.url}#/certificate/ticket-triage@1/sim-anthropic")
     await expect(page.locator(".suspension-notice")).to_contain_text(
         "Failover from sim-openai to sim-anthropic is suspended since"

@@ -8,13 +8,14 @@ import dataclasses
 import datetime as dt
 import json
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
 
+from contracts.budget import Budget, usage_figures
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
 from gateway.app import ServiceFactory, create_app
@@ -90,9 +91,15 @@ def certify(
     certified_ago: dt.timedelta = dt.timedelta(0),
     valid_for: dt.timedelta = dt.timedelta(days=1),
     run_id: str | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> None:
     """Write passing live certificates for ``providers`` on every (or the named) contract,
-    certified ``certified_ago`` and expiring ``valid_for`` after that (negative: past)."""
+    certified ``certified_ago`` and expiring ``valid_for`` after that (negative: past).
+
+    ``usage`` (a certificate's ``usage``, as ``certify.usage.UsageSummary.as_dict`` writes
+    it) is recorded on each, judged against the contract's budget: a usage over it makes
+    the certificate fail on the budget layer, as ``onejob certify`` would. Without it (the
+    default) a certificate has no usage, like one written before budgets."""
     catalog = load_catalog()
     now = dt.datetime.now(dt.UTC) - certified_ago
     stamp = now.isoformat().replace("+00:00", "Z")
@@ -115,6 +122,7 @@ def certify(
                 "pass_rates": {},
                 "failures": [],
                 **({"run_id": run_id} if run_id else {}),
+                **(_judged_usage(catalog[name].budget, usage) if usage is not None else {}),
                 # Stand-in agreement evidence: every case agrees (on nothing).
                 "evidence": {case.id: {"agree": {}} for case in catalog[name].cases},
             }
@@ -122,6 +130,22 @@ def certify(
             for cfg in providers
         ]
     )
+
+
+def _judged_usage(budget: Budget, usage: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a certificate's ``usage`` and ``budget``, and, when the usage is over the
+    budget, its failed verdict (``certify.usage.check_budget`` in short)."""
+    over = budget.over(usage_figures(usage))
+    reason = "; ".join(f"{key} is over the budget of {budget.as_dict()[key]:g}" for key in over)
+    declared = {k: v for k, v in budget.as_dict().items() if v is not None}
+    out: dict[str, Any] = {
+        "usage": dict(usage),
+        "budget": {"declared": declared, "passed": not over, "reason": reason},
+    }
+    if over:
+        out["verdict"] = "fail"
+        out["failures"] = [{"case": "(all)", "layer": "budget", "reason": reason, "excerpt": ""}]
+    return out
 
 
 @dataclasses.dataclass
