@@ -402,6 +402,8 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
     verdict = registry.can_failover(contract, primary, fallback)
     word = "yes" if verdict.allowed else "no"
     print(f"{word}: {verdict}", file=out)
+    if (line := _usage_line(contract, registry, primary.name, fallback.name)) is not None:
+        print(line, file=out)
     settings = None if args.sim else _settings_of(args)
     if settings is not None and contract.hedgeable:
         if settings.shadow.sample_rate <= 0:
@@ -410,6 +412,39 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
             pair = (contract.name, primary.name, fallback.name)
             print(asyncio.run(_shadow_line(settings, registry, *pair)), file=out)
     return EXIT_PASS if verdict.allowed else EXIT_FAIL
+
+
+def _usage_line(contract: Contract, registry: Any, primary: str, fallback: str) -> str | None:
+    """Say the certificates' latency and cost against the budget (None: none recorded)."""
+    from certify.usage import usd
+    from contracts.budget import usage_figures
+
+    def brief(figures: Mapping[str, Any] | None) -> str:
+        if figures is None:
+            return "not recorded"
+        latency, tokens = figures.get("latency_p95_ms"), figures.get("output_tokens_per_case")
+        cost = figures.get("cost_per_case_usd")
+        parts = [
+            f"p95 {latency:,.0f} ms" if latency is not None else "",
+            f"{tokens:,.0f} output tokens/case" if tokens is not None else "",
+            f"{usd(cost)}/case" if cost is not None else "",
+        ]
+        return ", ".join(p for p in parts if p)
+
+    def figures_of(provider: str) -> dict[str, Any] | None:
+        entry = registry.latest_certificate(contract.name, provider) or {}
+        return usage_figures(entry.get("usage"))
+
+    mine, theirs = figures_of(fallback), figures_of(primary)
+    if mine is None and theirs is None:
+        return None
+    over = contract.budget.over(mine)
+    return (
+        f"usage: fallback {fallback} {brief(mine) or 'no figure'}; "
+        f"primary {primary} {brief(theirs) or 'no figure'}"
+        f"; budget {brief(contract.budget.as_dict()) or 'none declared'}"
+        + (f"; {fallback} over budget on {', '.join(over)}" if over else "")
+    )
 
 
 async def _shadow_line(

@@ -52,6 +52,11 @@ async def test_one_changed_prompt_character_makes_certificates_stale(
         "yes: certified: faithful and faithful-claude both hold valid certificates "
         "for ticket-triage@1 and agree on its 17 cases"
     )
+    # And what the pair costs, against the contract's budget (issue 38).
+    usage = said.splitlines()[1]
+    assert usage.startswith("usage: fallback faithful-claude p95 "), said
+    assert "output tokens/case, $" in usage and "; primary faithful p95 " in usage
+    assert usage.endswith("; budget p95 20,000 ms, 300 output tokens/case"), usage
     system = catalog_copy / "ticket-triage" / "system.j2"
     system.write_text(system.read_text().replace("help desk", "help-desk", 1))
     code, said = can_i(registry, catalog_copy)
