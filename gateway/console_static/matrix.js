@@ -158,6 +158,24 @@ function usageCell(row) {
   );
 }
 
+/** A certificate's own figures, for its page: "p50 180 ms, p95 400 ms; 62 output tokens/case; …". */
+function usageFacts(cert, row) {
+  const u = cert.usage;
+  if (!u) return h("span", { class: "muted" }, "not recorded (written before budgets)");
+  const over = (key) => (u.over_budget.includes(key) ? [" ", badge("over budget", "over")] : null);
+  const budget = (key, show) => (limit(row, key) === null ? "" : ` (budget ${show(limit(row, key))})`);
+  const verdict = cert.budget_verdict;
+  return [
+    h("span", { class: "figure" }, `p50 ${duration(u.latency_p50_ms)}, p95 ${duration(u.latency_p95_ms)}${budget("latency_p95_ms", duration)}`, over("latency_p95_ms")),
+    "; ",
+    h("span", { class: "figure" }, typeof u.output_tokens_per_case === "number" ? `${tokens(u.output_tokens_per_case)} output tokens/case` : "tokens unknown", budget("output_tokens_per_case", tokens), over("output_tokens_per_case")),
+    "; ",
+    h("span", { class: "figure" }, typeof u.cost_per_case_usd === "number" ? `${dollars(u.cost_per_case_usd)}/case` : "cost unknown: no price given", budget("cost_per_case_usd", dollars), over("cost_per_case_usd")),
+    typeof u.calls === "number" ? ` (${plural(u.calls, "call")})` : null,
+    verdict && !verdict.passed ? [h("br"), h("strong", { class: "reason" }, "failed its budget: "), verdict.reason] : null,
+  ];
+}
+
 function expiryCell(row) {
   if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "– (a certificate is missing)"));
   return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, when(row.expires_at)));
@@ -317,6 +335,7 @@ export async function renderCertificate(view, ctx, contract, provider) {
       h("dt", {}, "Expires"), h("dd", {}, `${when(cert.expires_at)} (${expiresIn(cert.days_to_expiry)})`),
       h("dt", {}, "Run"), h("dd", {}, cert.run_id ? h("code", {}, cert.run_id) : "–"),
       h("dt", {}, "Cases × repeats"), h("dd", {}, `${cert.cases ?? "?"} × ${cert.repeats ?? "?"}`),
+      h("dt", {}, "Latency & cost"), h("dd", { class: "usage" }, usageFacts(cert, row)),
       h("dt", {}, "Fingerprint"),
       h("dd", {}, h("code", {}, cert.contract_fingerprint), " ", current ? badge("current", "pass") : badge("not the contract's current fingerprint", "fail")),
     ),
