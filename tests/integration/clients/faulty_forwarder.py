@@ -10,7 +10,9 @@ Between a client and the gateway it can, per request, in the order a test script
 - ``hold``: forward, then hold the answer for ``hold_seconds`` before sending it (a slow
   network: long enough for a page to be reloaded meanwhile);
 - ``cut_stream``: forward, relay an event stream until its first event with an id has
-  passed whole, then reset the connection.
+  passed whole, give the client ``CUT_GRACE`` to read it, then reset the connection (a
+  reset at once can discard bytes the client's kernel has not handed over yet: the
+  client would then never have seen the event it is meant to resume after).
 
 ``unavailable_for(seconds)`` answers every ``/v1`` request 503 for that long. Every
 request that reaches it is recorded (method, path, Idempotency-Key, body, what was done).
@@ -39,6 +41,7 @@ button_serve = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(button_serve)
 
 RETRY_AFTER = 1  # seconds, in the injected 503s (what the gateway itself sends)
+CUT_GRACE = 0.5  # seconds between relaying the event to resume after and the reset
 _EVENT_WITH_ID = re.compile(rb"(?:^|\n)id:[^\n]*\n(?:[^\n]+\n)*\n")
 
 
@@ -143,6 +146,7 @@ class FaultyForwarder(button_serve.Forwarder):  # type: ignore[misc,name-defined
                     relayed += chunk
                     if first_event_with_id(relayed):
                         break
+                time.sleep(CUT_GRACE)
             self.reset()
         elif action == "hold":
             with contextlib.closing(self.upstream(body)) as response:
