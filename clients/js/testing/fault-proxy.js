@@ -8,6 +8,8 @@
 
 import http from "node:http";
 
+const CUT_GRACE_MS = 500;
+
 const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
@@ -100,7 +102,10 @@ export async function startFaultProxy(target) {
         if (action !== "cut_stream") continue;
         relayed += text.decode(chunk, { stream: true });
         if (FIRST_EVENT_WITH_ID.test(relayed.replace(/\r\n?/g, "\n"))) {
-          await new Promise((resolve) => res.write("", resolve)); // flushed, then cut
+          await new Promise((resolve) => res.write("", resolve)); // flushed
+          // A reset at once can discard bytes the client's kernel has not handed over yet:
+          // give it CUT_GRACE_MS to read the event it is to resume after, then cut.
+          await new Promise((resolve) => setTimeout(resolve, CUT_GRACE_MS));
           req.socket.resetAndDestroy();
           return;
         }
