@@ -64,6 +64,7 @@ from bench.lib.pgbench import pgbench
 from bench.lib.report import commit, interpreter, write_report
 from bench.lib.rounds import alternated_rounds, median_run, odd_count
 from bench.lib.wrk import run_wrk
+from gateway.settings import Settings
 
 SOAK_STEP = 30.0  # seconds between RSS samples in the soak
 
@@ -92,7 +93,7 @@ async def run_database(
         port = free_port()
         cfg = settings_for(url, port, dispatcher=False)
         base = f"http://127.0.0.1:{port}"
-        out["workers"] = json.loads(cfg.read_text(encoding="utf-8"))["workers"]
+        out["workers"] = Settings.model_validate_json(cfg.read_text(encoding="utf-8")).workers
         say(f"[{kind}] {out['workers']} gateway worker(s)")
         async with gateway(cfg, port, work) as pid:
             create = wrk.create_jobs(key, body, wait=None)
