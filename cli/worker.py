@@ -59,7 +59,7 @@ async def run_worker(
     settings: Settings, *, stop: asyncio.Event | None = None, metrics_port: int | None = None
 ) -> int:
     """Run the dispatcher and the reaper until ``stop`` is set (or a signal arrives)."""
-    from cli.certify import recertify_forever
+    from cli.recertify import recertify_forever
     from gateway.bootstrap import default_background, running, warn_of_missing_api_keys
     from gateway.metrics import Metrics
     from gateway.notify import ChangeHub

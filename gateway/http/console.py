@@ -9,13 +9,10 @@ under the key. (That is also why the console needs no CSRF protection: docs/cons
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-
 from litestar import Response, Router, get
 from litestar.params import FromPath
 
-from gateway.errors import NotFound
+from gateway.http.packaged_files import PackagedFiles
 
 #: No inline script or style, nothing from another origin, no framing, no form posts,
 #: no plugins: the page's own modules and stylesheet, and fetch() to this origin only.
@@ -47,28 +44,16 @@ MEDIA_TYPES = {
 STATIC_DIR = "console_static"  # beside this package, shipped as package data
 
 
-@functools.cache
+FILES = PackagedFiles(STATIC_DIR, MEDIA_TYPES, SECURITY_HEADERS, "console file")
+
+
 def static_files() -> dict[str, bytes]:
     """Return the console's files by name, read once from the package on first use."""
-    root = importlib.resources.files("gateway") / STATIC_DIR
-    return {
-        entry.name: entry.read_bytes()
-        for entry in root.iterdir()
-        if entry.is_file() and _suffix(entry.name) in MEDIA_TYPES
-    }
-
-
-def _suffix(name: str) -> str:
-    return name[name.rfind(".") :] if "." in name else ""
+    return FILES.files()
 
 
 def _file(name: str) -> Response[bytes]:
-    body = static_files().get(name)
-    if body is None:
-        raise NotFound(f"No console file {name[:100]!r}.")
-    return Response(
-        content=body, media_type=MEDIA_TYPES[_suffix(name)], headers=dict(SECURITY_HEADERS)
-    )
+    return FILES.response(name)
 
 
 @get("/", include_in_schema=False)

@@ -10,15 +10,13 @@ could not fetch from one even if the bundle asked: the page is the same offline.
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 from typing import Any
 
 from litestar import Request, Response, Router, get
 from litestar.openapi.plugins import OpenAPIRenderPlugin
 from litestar.params import FromPath
 
-from gateway.errors import NotFound
+from gateway.http.packaged_files import PackagedFiles
 
 STATIC_DIR = "schema_static"  # beside this package, shipped as package data
 ASSETS = "/schema/static"
@@ -64,26 +62,16 @@ PAGE = f"""<!doctype html>
 """
 
 
-@functools.cache
+FILES = PackagedFiles(STATIC_DIR, MEDIA_TYPES, HEADERS, "schema page file")
+
+
 def static_files() -> dict[str, bytes]:
     """Return the page's assets by name, read once from the package on first use."""
-    root = importlib.resources.files("gateway") / STATIC_DIR
-    return {
-        entry.name: entry.read_bytes()
-        for entry in root.iterdir()
-        if entry.is_file() and _suffix(entry.name) in MEDIA_TYPES
-    }
-
-
-def _suffix(name: str) -> str:
-    return name[name.rfind(".") :] if "." in name else ""
+    return FILES.files()
 
 
 def _asset(name: str) -> Response[bytes]:
-    body = static_files().get(name)
-    if body is None:
-        raise NotFound(f"No schema page file {name[:100]!r}.")
-    return Response(content=body, media_type=MEDIA_TYPES[_suffix(name)], headers=dict(HEADERS))
+    return FILES.response(name)
 
 
 class OfflineRedoc(OpenAPIRenderPlugin):

@@ -1,7 +1,7 @@
 """The worker's scheduled re-certification pass (issue 38) certifies a due certificate again.
 
 ``onejob worker`` runs ``certify --due`` every ``[certification] interval``
-(``cli.certify.recertify_forever``). Here the pass runs against a simulator on a loopback
+(``cli.recertify.recertify_forever``). Here the pass runs against a simulator on a loopback
 port: the primary's certificate expires in 3 days and is certified again, live (a later
 expiry, a new run, the days-to-expiry gauge moves from ~3 to ~30); the fallback's expires
 in 2 days, but the pair is suspended by the shadow checks, so the pass leaves it to a
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cli.certify import _expiry_gauges, recertify_forever
+from cli.recertify import _expiry_gauges, recertify_forever
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
 from gateway.metrics import Metrics

@@ -127,7 +127,7 @@ async def test_the_workers_pass_logs_what_it_did_and_sets_days_to_expiry(
     import asyncio
     import logging
 
-    from cli.certify import recertify_forever
+    from cli.recertify import recertify_forever
     from gateway.metrics import Metrics
     from gateway.settings import Settings, simulator_defaults
 
