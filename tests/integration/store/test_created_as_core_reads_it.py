@@ -9,8 +9,10 @@ console) reads the rows through Core, so the two must agree on every column: tim
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
+import threading
 from typing import Any
 
 import pytest
@@ -147,6 +149,7 @@ async def test_sqlite_that_cannot_be_opened_is_unavailable(tmp_path: Any, make_j
     the HTTP layer answers 503 (``failures.database_unavailable``), as through Core."""
     from gateway.store.failures import database_unavailable
 
+    before = set(threading.enumerate())
     store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/missing/dir/onejob.db")
     try:
         with pytest.raises(sa.exc.DBAPIError) as caught:
@@ -154,3 +157,12 @@ async def test_sqlite_that_cannot_be_opened_is_unavailable(tmp_path: Any, make_j
         assert database_unavailable(caught.value)
     finally:
         await store.close()
+    # On the plain path (ONEJOB_SHORTCUTS=off) aiosqlite opens each connection on a thread
+    # of its own; when the open fails it stops that thread without waiting for it, and the
+    # thread then settles a future on this test's loop. Were the loop closed first, the
+    # thread would raise "Event loop is closed" into whichever test runs next (CI failed
+    # on it once in three runs). Wait for every thread the store started to end.
+    started = [t for t in threading.enumerate() if t not in before]
+    for thread in started:
+        await asyncio.to_thread(thread.join, 10)
+    assert not [t for t in started if t.is_alive()], "the store left a thread running"
