@@ -52,7 +52,7 @@ from gateway.store.create import (
     key_taken_event,
     owner_only,
 )
-from gateway.store.database import Postgres
+from gateway.store.database import MIN_STATEMENT_TIME, Postgres
 from gateway.store.failures import NotSent
 from gateway.store.rows import ATTEMPT_COLUMNS, JOB_COLUMNS, prefixed
 
@@ -136,10 +136,9 @@ IN_FLIGHT = 1
 #: takes milliseconds; one out this long waits on a connection that went silent (a
 #: partition, a failover), and the creations behind it must not wait for its deadline.
 STUCK_AFTER = 0.5
+CLOCK_SLACK = 0.001  # seconds: how early a timer of the loop may run
 #: ``CREATE_BY_KEY``'s parameters that are one value per job; the rest are its events.
 _PER_JOB = 17
-#: Seconds a batch's statement is given at least, whatever its members have left.
-MIN_STATEMENT_TIME = 0.05
 
 
 @dataclasses.dataclass(slots=True)
@@ -190,15 +189,23 @@ class CreationBatcher:
             self._flush_due = True
             asyncio.get_running_loop().call_soon(self._flush)
         elif self._unstick is None:
-            oldest = min(self._sending.values())
+            # Next look: when the youngest statements out have been out ``STUCK_AFTER``
+            # (one more may then go beside them), or a queued creation's deadline passes
+            # (answered ``NotSent``), whichever comes first. Not before: armed at the
+            # oldest's time, which had passed, this timer fired at every turn of the loop
+            # while a statement hung (290,048 times in 4.5 s, tests/unit/store).
+            youngest = sorted(self._sending.values())[-IN_FLIGHT]
+            first_due = min(q.deadline for q in self._queued)
             self._unstick = asyncio.get_running_loop().call_at(
-                oldest + STUCK_AFTER, self._flush_beside
+                min(youngest + STUCK_AFTER, first_due), self._flush_beside
             )
 
     def _flush_beside(self) -> None:
-        """Send what queued behind a statement out ``STUCK_AFTER`` or longer, beside it."""
+        """Send what queued behind a statement out ``STUCK_AFTER`` or longer, beside it;
+        answer those whose deadline passed in line."""
         self._unstick = None
-        now = asyncio.get_running_loop().time()
+        # The loop runs a timer up to its clock's resolution early.
+        now = asyncio.get_running_loop().time() + CLOCK_SLACK
         stuck = sum(1 for sent in self._sending.values() if now - sent >= STUCK_AFTER)
         self._flush(limit=IN_FLIGHT + stuck)
         self._flush_soon()

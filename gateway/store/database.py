@@ -32,7 +32,7 @@ from gateway.domain.records import JobRecord
 from gateway.notify import ChangeHub
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import pg_bare, sqlite_bare
-from gateway.store.engine import track_backends
+from gateway.store.engine import by_deadline, track_backends
 from gateway.store.pg_connections import PostgresConnector, ReadinessProbe
 from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import Codec, naive_utc
@@ -41,6 +41,8 @@ from gateway.store.transaction import WriteTx
 
 #: What the listing's owner comparison and a row lock take (``Database.owner``).
 Column = sa.ColumnElement[Any]
+#: Seconds a statement is given at least, whatever its deadline has left (it is sent).
+MIN_STATEMENT_TIME = 0.05
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -209,18 +211,25 @@ class Postgres(Database):
         """Send one statement outside a transaction; return its rows (mappings by column).
 
         ``meanwhile`` runs while it is on the wire; ``timeout`` (seconds) replaces the
-        statement deadline. On the pooled asyncpg connection taken bare with the
-        ``bare_connections`` shortcut, else through SQLAlchemy's connection.
+        statement deadline, which covers getting a connection too (``NotSent`` when none
+        came in time: ``engine.by_deadline``). On the pooled asyncpg connection taken
+        bare with the ``bare_connections`` shortcut, else through SQLAlchemy's connection.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.config.timeout if timeout is None else timeout)
         if self.shortcuts.bare_connections:
-            async with pg_bare.checkout(self.engine, sql, self.kept) as driver:
-                return list(await pg_bare.fetch(driver, sql, tuple(params), meanwhile, timeout))
-        if meanwhile is not None:
-            asyncio.get_running_loop().call_soon(meanwhile)
-        # The connection's own deadline (``command_timeout``) bounds it: cancelling a
-        # statement SQLAlchemy is running would leave its connection for the pool to
-        # untangle, so ``timeout`` is the bare path's only.
-        async with self.engine.connect() as conn:
+            async with pg_bare.checkout(self.engine, sql, self.kept, deadline) as driver:
+                left = max(deadline - loop.time(), MIN_STATEMENT_TIME)
+                return list(await pg_bare.fetch(driver, sql, tuple(params), meanwhile, left))
+        # The connection's own deadline (``command_timeout``) bounds the statement:
+        # cancelling one SQLAlchemy is running would leave its connection for the pool
+        # to untangle, so ``timeout`` bounds the checkout here, and the statement only
+        # on the bare path.
+        async with contextlib.AsyncExitStack() as stack:
+            opening = stack.enter_async_context(self.engine.connect())
+            conn = await by_deadline(deadline, opening)
+            if meanwhile is not None:
+                loop.call_soon(meanwhile)
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
             result = await conn.exec_driver_sql(sql, tuple(params))
             return [row._mapping for row in result] if result.returns_rows else []

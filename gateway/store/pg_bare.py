@@ -127,11 +127,15 @@ async def fetch(
 
 @contextlib.asynccontextmanager
 async def checkout(
-    engine: AsyncEngine, sql: str, kept: KeptConnections | None = None
+    engine: AsyncEngine,
+    sql: str,
+    kept: KeptConnections | None = None,
+    deadline: float | None = None,
 ) -> AsyncIterator[Any]:
     """Yield a pooled asyncpg connection for one statement outside a transaction; raise
     its errors as SQLAlchemy's do. With ``kept``, take a kept connection if there is one,
     and keep this one afterwards if the statement ended cleanly (``KeptConnections``).
+    ``deadline`` (the loop's time): ``NotSent`` if no connection came by then.
 
     The connection comes from the engine's pool (its checkout events, the idle ping
     included, still run), without an SQLAlchemy ``Connection`` around it: building that,
@@ -146,7 +150,7 @@ async def checkout(
     """
     fairy = await kept.take() if kept is not None else None
     if fairy is None:
-        fairy = await pooled_connection(engine)
+        fairy = await pooled_connection(engine, deadline)
     driver = fairy.driver_connection
     clean = invalidating = False
     try:
