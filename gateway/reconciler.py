@@ -10,7 +10,8 @@ what follows:
   or it is ``lost`` to a decision already made. Never a second winner.
 - **found, and the answer breaks the contract** (schema, or a refusal/truncation stored as
   the answer): a definite failure; the attempt fails with ``contract_violation`` and fails
-  over only to a certified fallback (``Routes.next_provider``), as the dispatcher would.
+  over only to a certified fallback (``Routes.failover``), as the dispatcher would, and
+  says on the job which fallbacks it passed over (``failover_skipped``).
 - **not found**: nothing is proved (storing may lag or be off, the store may be purged);
   the attempt stays ``unknown`` and the finding is kept for the operator.
 - **lookup failed**: nothing is learned; the attempt stays ``unknown``.
@@ -32,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.dispatch.calling import output_violations
-from gateway.dispatch.routing import Routes
+from gateway.dispatch.routing import Routes, record_skipped
 from gateway.domain.clock import SystemClock, aware
 from gateway.domain.ports import Clock, ContractSpec, JobStore, Reconcilable
 from gateway.domain.records import AttemptRecord, TransitionOutcome, TransitionResult
@@ -223,11 +224,12 @@ class Reconciler:
                 "errors": violations,
                 "request_id": found.completion_id,
             }
+            next_provider, skipped = self.routes.failover(job, attempt)
             res = await self.store.resolve(
                 attempt.id,
                 AttemptState.FAILED,
                 note="reconciler: the provider's stored answer breaks the contract",
-                next_provider=self.routes.next_provider(job, attempt),
+                next_provider=next_provider,
                 evidence=evidence,
                 error=error,
             )
@@ -236,6 +238,8 @@ class Reconciler:
                 if res.outcome is TransitionOutcome.DONE
                 else ReconcileOutcome.ALREADY_RESOLVED
             )
+            if res.outcome is TransitionOutcome.DONE:
+                await record_skipped(self.store, job, attempt.id, skipped)
         else:
             assert found.result is not None
             evidence["finding"] = "found"

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from gateway.dispatch.database_away import late_answer, persist
-from gateway.dispatch.routing import Routes, SkippedFallback
+from gateway.dispatch.routing import Routes, SkippedFallback, record_skipped
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
     AttemptRecord,
@@ -183,25 +183,8 @@ class Outcomes:
             },
         )
         if res.outcome is TransitionOutcome.DONE:  # this failure was recorded
-            await self._record_skipped(job, attempt, skipped, ids)
+            await record_skipped(self.store, job, attempt.id, skipped)
         return res.job
-
-    async def _record_skipped(
-        self,
-        job: JobRecord,
-        attempt: AttemptRecord,
-        skipped: list[SkippedFallback],
-        ids: dict[str, str],
-    ) -> None:
-        """Say on the job which configured fallbacks a failover passed over, and why."""
-        for fallback in skipped:
-            detail = {"fallback": fallback.provider, "primary": job.provider}
-            try:
-                await self.store.record_event(
-                    job.id, "failover_skipped", {**detail, "reason": fallback.reason}, attempt.id
-                )
-            except Exception:  # the failure is committed; a lost audit line is only logged
-                log.exception("skipped failover could not be recorded", extra=ids)
 
     async def unknown(
         self,

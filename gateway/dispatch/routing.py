@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from gateway.domain.ports import Certifications, ContractSpec
+from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.domain.records import AttemptRecord, JobRecord
 from gateway.domain.states import AttemptReason
 from gateway.settings import Settings
@@ -28,6 +28,22 @@ class SkippedFallback:
 
     provider: str
     reason: str
+
+
+async def record_skipped(
+    store: JobStore, job: JobRecord, attempt_id: str, skipped: Sequence[SkippedFallback]
+) -> None:
+    """Say on the job which configured fallbacks a failover passed over, and why: one
+    ``failover_skipped`` event each, after the failure it follows was committed (the
+    dispatcher's, an operator's resolution, the reconciler's). A lost audit line is only
+    logged: the failure stands."""
+    for fallback in skipped:
+        detail = {"fallback": fallback.provider, "primary": job.provider, "reason": fallback.reason}
+        try:
+            await store.record_event(job.id, "failover_skipped", detail, attempt_id)
+        except Exception:
+            ids = {"job_id": job.id, "attempt_id": attempt_id}
+            log.exception("skipped failover could not be recorded", extra=ids)
 
 
 class Routes:
@@ -101,19 +117,16 @@ class Routes:
             and self.allows(contract, primary, fallback)
         )
 
-    def next_provider(self, job: JobRecord, failed: AttemptRecord) -> str | None:
-        """Pick where a failover goes: the first effective fallback not tried yet, if allowed.
+    def failover(
+        self, job: JobRecord, failed: AttemptRecord
+    ) -> tuple[str | None, list[SkippedFallback]]:
+        """Pick where a failover goes: the first effective fallback not tried yet, if
+        allowed; and the untried fallbacks passed over before it because the registry
+        refused them (each with its reason, for ``record_skipped``), in route order.
 
         None when ``max_attempts`` is reached, when another attempt of the job is still in
         play (R4: a hedge may be running), or when every certified fallback was tried.
         """
-        return self.failover(job, failed)[0]
-
-    def failover(
-        self, job: JobRecord, failed: AttemptRecord
-    ) -> tuple[str | None, list[SkippedFallback]]:
-        """Return ``next_provider``'s answer and the untried fallbacks passed over before
-        it because the registry refused them (each with its reason), in route order."""
         route = self.settings.route_for(job.contract)
         if route is None or len(job.attempts) >= route.max_attempts:
             return None, []

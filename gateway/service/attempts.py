@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.dispatch.routing import SkippedFallback, record_skipped
 from gateway.domain.records import (
     AddAttemptOutcome,
     AddAttemptResult,
@@ -116,7 +117,8 @@ class Attempts(ServiceBase):
         job = await self.store.get_job(attempt.job_id) if attempt is not None else None
         if attempt is None or job is None:
             raise NotFound(f"No attempt {attempt_id!r}.")
-        next_provider = None
+        next_provider: str | None = None
+        skipped: list[SkippedFallback] = []
         if target is AttemptState.SUCCEEDED and not attempt.state.terminal:
             # A finished attempt never becomes unknown: the store refuses it (409) without
             # reading the result. Any other may be unknown by the time the store looks.
@@ -124,12 +126,14 @@ class Attempts(ServiceBase):
         elif target is AttemptState.FAILED and attempt.state is AttemptState.UNKNOWN:
             # A resolution to `failed` is a definite failure: fail over as the dispatcher
             # would (R6); the store re-checks the R4 guard in the same transaction.
-            next_provider = self.routes.next_provider(job, attempt)
+            next_provider, skipped = self.routes.failover(job, attempt)
         res = await self.store.resolve(
             attempt_id, target, result=result, note=note, next_provider=next_provider
         )
         if res.outcome is TransitionOutcome.NOT_FOUND:
             raise NotFound(f"No attempt {attempt_id!r}.")
+        if res.outcome is TransitionOutcome.DONE:
+            await record_skipped(self.store, job, attempt_id, skipped)
         return res
 
     def _check_result(self, job: JobRecord, result: Any) -> None:

@@ -251,6 +251,7 @@ async def test_resolving_unknown_as_failed_fails_over_to_the_certified_fallback(
         (2, "sim-anthropic", "failover", "starting"),
     ]
     assert after.status.value == "queued"
+    assert "failover_skipped" not in [e.kind for e in await store.events(job["id"])]
 
 
 async def test_resolving_unknown_as_failed_without_a_certified_fallback_leaves_the_job_failed(
@@ -265,6 +266,16 @@ async def test_resolving_unknown_as_failed_without_a_certified_fallback_leaves_t
     after = await store.get_job(job["id"])
     assert after is not None and len(after.attempts) == 1
     assert after.status.value == "failed"
+    # The job says which configured fallback was passed over, and why (as after the
+    # dispatcher's own failures).
+    r = await client.get(f"/v1/jobs/{job['id']}/events", headers=keys.auth())
+    [skipped] = [e for e in r.json()["events"] if e["kind"] == "failover_skipped"]
+    assert skipped["attempt_id"] == first
+    assert skipped["detail"] == {
+        "fallback": "sim-anthropic",
+        "primary": "sim-openai",
+        "reason": "missing certificate for sim-anthropic",
+    }
 
 
 async def test_resolving_an_attempt_that_does_not_exist_is_a_404(

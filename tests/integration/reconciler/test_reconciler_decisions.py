@@ -196,13 +196,23 @@ async def test_a_found_answer_breaking_the_contract_fails_and_fails_over_only_if
     assert first.error["reason"] == "contract_violation" and first.error["outcome"] == "definite"
     assert first.error["errors"] and first.error["request_id"].startswith("chatcmpl-")
     assert job.result is None and job.completed_by is None
+    skipped = [e for e in await store.events(attempt.job_id) if e.kind == "failover_skipped"]
     if certified:
         assert [(a.provider, a.reason.value) for a in job.attempts[1:]] == [
             ("sim-anthropic", "failover")
         ]
         assert job.status is JobStatus.QUEUED
+        assert skipped == []
     else:
         assert len(job.attempts) == 1 and job.status is JobStatus.FAILED
+        # The job says why it did not fail over, as after the dispatcher's failures.
+        [event] = skipped
+        assert event.attempt_id == first.id
+        assert event.detail == {
+            "fallback": "sim-anthropic",
+            "primary": "sim-openai",
+            "reason": "test",
+        }
     [detail] = await resolutions(store, attempt.job_id)
     assert detail["evidence"]["finding"] == "contract_violation"
 
