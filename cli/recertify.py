@@ -56,6 +56,7 @@ def _expiry_gauges(settings: Settings, metrics: Metrics) -> None:
     """Set days to expiry per certificate of the routed providers (the worker's /metrics)."""
     from contracts.loader import load_catalog
     from contracts.registry import CertificationRegistry
+    from contracts.registry_file import days_to_expiry
 
     registry = CertificationRegistry(settings.certifications_path)
     now = dt.datetime.now(dt.UTC)
@@ -63,8 +64,6 @@ def _expiry_gauges(settings: Settings, metrics: Metrics) -> None:
     for contract in load_catalog():
         for name in sorted(names):
             cert = registry.latest_certificate(contract, name)
-            if cert is None:
-                continue
-            expires = dt.datetime.fromisoformat(str(cert["expires_at"]).replace("Z", "+00:00"))
-            days = (expires - now).total_seconds() / 86_400
-            metrics.certification.days_to_expiry.labels(contract, name).set(round(days, 3))
+            days = days_to_expiry(cert, now) if cert is not None else None
+            if days is not None:
+                metrics.certification.days_to_expiry.labels(contract, name).set(days)

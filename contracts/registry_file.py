@@ -39,6 +39,20 @@ def parse_time(text: str) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
+def days_to_expiry(certificate: Mapping[str, Any], now: dt.datetime) -> float | None:
+    """Days from ``now`` to a certificate's ``expires_at`` (negative once past; None when
+    it has none or it cannot be read), to the thousandth: the console's, the API's and
+    both processes' ``onejob_certificate_days_to_expiry``."""
+    expires_at = certificate.get("expires_at")
+    if not isinstance(expires_at, str):
+        return None
+    try:
+        moment = parse_time(expires_at)
+    except ValueError:
+        return None
+    return round((moment - now).total_seconds() / 86_400, 3)
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold the registry's write lock (across processes) for one read-modify-write."""

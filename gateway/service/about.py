@@ -24,13 +24,12 @@ import datetime as dt
 from typing import Any
 
 from contracts.budget import Budget, usage_figures
+from contracts.registry_file import days_to_expiry
 from contracts.suspensions import public as public_suspension
 from gateway.domain.ports import FailoverSuspensions, ShadowStore
 from gateway.domain.shadow import HOUR
 from gateway.service.base import ServiceBase
 from gateway.shadow import certified_since
-
-DAY = 86_400.0  # seconds
 
 #: What ``GET /v1/certifications`` shows of each certificate behind a verdict.
 CERTIFICATE_FIELDS = (
@@ -147,7 +146,7 @@ class About(ServiceBase):
         if entry is None:
             return None
         out = {field: entry.get(field) for field in CERTIFICATE_FIELDS}
-        out["days_to_expiry"] = _days_to(entry.get("expires_at"), now or dt.datetime.now(dt.UTC))
+        out["days_to_expiry"] = days_to_expiry(entry, now or dt.datetime.now(dt.UTC))
         usage = usage_figures(entry.get("usage"))
         if usage is not None:
             usage["over_budget"] = (budget or Budget()).over(usage)
@@ -224,16 +223,3 @@ def _budget_verdict(recorded: Any) -> dict[str, Any] | None:
     if not isinstance(recorded, dict) or not isinstance(recorded.get("passed"), bool):
         return None
     return {"passed": recorded["passed"], "reason": str(recorded.get("reason") or "")}
-
-
-def _days_to(expires_at: Any, now: dt.datetime) -> float | None:
-    """Return the days from ``now`` to a registry timestamp (negative once past)."""
-    if not isinstance(expires_at, str):
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return round((moment - now).total_seconds() / DAY, 3)
