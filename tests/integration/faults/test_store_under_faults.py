@@ -334,3 +334,33 @@ async def until(condition: Any, seconds: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+async def test_a_checkout_cancelled_mid_ping_answers_by_the_statements_deadline(
+    relayed_url: str, relay: FaultRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle pooled connection is pinged at checkout; when the statement's deadline
+    comes before the ping's, the checkout is cancelled mid-ping (``by_deadline``) and the
+    connection dropped at once: NotSent at the deadline. Closed gracefully instead (the
+    pool's invalidation), it held the answer 2 s more on a silent network."""
+    from gateway.settings import DatabaseConfig
+    from gateway.store import engine as engine_module
+    from gateway.store import pg_bare
+    from gateway.store.failures import NotSent
+
+    monkeypatch.setattr(engine_module, "IDLE_PING_AFTER", 0.2)
+    monkeypatch.setattr(pg_bare, "IDLE_PING_AFTER", 0.2)
+    monkeypatch.setattr(engine_module, "PING_TIMEOUT", 5.0)
+    store = await open_store(relayed_url, database=DatabaseConfig(timeout=5.0))
+    try:
+        await store.db.alone("SELECT 1", [])
+        await asyncio.sleep(0.3)  # idle long enough to be pinged at its next checkout
+        relay.silence()
+        began = time.monotonic()
+        with pytest.raises(NotSent):
+            await store.db.alone("SELECT 1", [], timeout=0.5)
+        took = time.monotonic() - began
+        assert took < 0.5 + 0.5, f"answered after {took:.2f} s"
+    finally:
+        relay.heal()
+        await store.close()
