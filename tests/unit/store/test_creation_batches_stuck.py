@@ -63,12 +63,14 @@ async def test_behind_a_hanging_statement_creations_go_beside_it_and_answer_in_t
         await asyncio.sleep(0.05)
     waits = await asyncio.gather(*callers)
 
-    # Every caller answered by its deadline (the loop's timers may run a little late).
-    assert max(waits) < TIMEOUT + 0.1, max(waits)
-    # A statement went out at once, then one beside the stuck ones every STUCK_AFTER.
+    # Every caller answered by its deadline (a busy test machine runs timers late).
+    assert max(waits) < TIMEOUT + 0.5, max(waits)
+    # A statement went out at once, then one beside the stuck ones every STUCK_AFTER
+    # while creations queued (five over these two seconds; more if the loop lagged).
     times = [at - began for at, _ in db.sent]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(gap >= STUCK_AFTER - 0.01 for gap in gaps), gaps
-    assert len(db.sent) == 5 and sum(jobs for _, jobs in db.sent) == 40, db.sent
+    assert db.sent[0][1] == 1 and len(db.sent) >= 5, db.sent
+    assert sum(jobs for _, jobs in db.sent) == 40, db.sent
     # The timer looked a handful of times, not at every turn of the loop.
     assert looks <= 3 * len(db.sent), looks
