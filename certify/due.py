@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from contracts.model import Contract
 from contracts.registry import CertificationRegistry
+from contracts.registry_file import parse_time
 from providers.config import ProviderConfig
 
 DAY = 86_400.0  # seconds
@@ -63,8 +64,7 @@ def due_units(
             cert = registry.latest_certificate(contract.name, name)
             if cert is None:
                 continue
-            expires = dt.datetime.fromisoformat(str(cert["expires_at"]).replace("Z", "+00:00"))
-            days = (expires - now).total_seconds() / DAY
+            days = (parse_time(str(cert["expires_at"])) - now).total_seconds() / DAY
             if days > within_days:
                 continue
             held = [

@@ -110,14 +110,20 @@ class UsageSummary:
 
     def brief(self) -> str:
         """Return one short phrase: ``p95 41 ms, 62 output tokens/case, $0.0001/case``."""
-        parts = []
-        if self.latency_ms:
-            parts.append(f"p95 {self.latency_ms['p95']:,.0f} ms")
-        if self.output_tokens_per_case is not None:
-            parts.append(f"{self.output_tokens_per_case:,.0f} output tokens/case")
-        if self.cost_per_case_usd is not None:
-            parts.append(f"{usd(self.cost_per_case_usd)}/case")
-        return ", ".join(parts) or "no answered call"
+        p95 = self.latency_ms.get("p95") if self.latency_ms else None
+        figures = brief_figures(p95, self.output_tokens_per_case, self.cost_per_case_usd)
+        return figures or "no answered call"
+
+
+def brief_figures(p95_ms: float | None, tokens: float | None, cost_usd: float | None) -> str:
+    """Say the figures that are known: ``p95 41 ms, 62 output tokens/case, $0.0001/case``
+    (empty when none is)."""
+    parts = [
+        f"p95 {p95_ms:,.0f} ms" if p95_ms is not None else "",
+        f"{tokens:,.0f} output tokens/case" if tokens is not None else "",
+        f"{usd(cost_usd)}/case" if cost_usd is not None else "",
+    ]
+    return ", ".join(p for p in parts if p)
 
 
 def summarize(calls: Sequence[CallUsage], price: Price | None) -> UsageSummary:

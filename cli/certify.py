@@ -414,20 +414,17 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
 
 def _usage_line(contract: Contract, registry: Any, primary: str, fallback: str) -> str | None:
     """Say the certificates' latency and cost against the budget (None: none recorded)."""
-    from certify.usage import usd
+    from certify.usage import brief_figures
     from contracts.budget import usage_figures
 
     def brief(figures: Mapping[str, Any] | None) -> str:
         if figures is None:
             return "not recorded"
-        latency, tokens = figures.get("latency_p95_ms"), figures.get("output_tokens_per_case")
-        cost = figures.get("cost_per_case_usd")
-        parts = [
-            f"p95 {latency:,.0f} ms" if latency is not None else "",
-            f"{tokens:,.0f} output tokens/case" if tokens is not None else "",
-            f"{usd(cost)}/case" if cost is not None else "",
-        ]
-        return ", ".join(p for p in parts if p)
+        return brief_figures(
+            figures.get("latency_p95_ms"),
+            figures.get("output_tokens_per_case"),
+            figures.get("cost_per_case_usd"),
+        )
 
     def figures_of(provider: str) -> dict[str, Any] | None:
         entry = registry.latest_certificate(contract.name, provider) or {}

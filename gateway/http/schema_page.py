@@ -65,11 +65,6 @@ PAGE = f"""<!doctype html>
 FILES = PackagedFiles(STATIC_DIR, MEDIA_TYPES, HEADERS, "schema page file")
 
 
-def static_files() -> dict[str, bytes]:
-    """Return the page's assets by name, read once from the package on first use."""
-    return FILES.files()
-
-
 def _asset(name: str) -> Response[bytes]:
     return FILES.response(name)
 

@@ -141,8 +141,7 @@ class About(ServiceBase):
     ) -> dict[str, Any] | None:
         """Summarize the newest certificate behind a verdict (when the policy keeps them),
         with its usage judged against the contract's current ``budget``."""
-        lookup = getattr(self.certifications, "latest_certificate", None)
-        entry = lookup(contract, provider) if lookup is not None else None
+        entry = self._latest_certificate(contract, provider)
         if entry is None:
             return None
         out = {field: entry.get(field) for field in CERTIFICATE_FIELDS}
@@ -153,6 +152,11 @@ class About(ServiceBase):
         out["usage"] = usage
         out["budget_verdict"] = _budget_verdict(entry.get("budget"))
         return out
+
+    def _latest_certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
+        """The newest certificate behind a verdict, when the policy keeps them."""
+        lookup = getattr(self.certifications, "latest_certificate", None)
+        return lookup(contract, provider) if lookup is not None else None
 
     def _suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
         if not isinstance(self.certifications, FailoverSuspensions):
@@ -199,10 +203,13 @@ class About(ServiceBase):
         seen: set[tuple[str, str]] = set()
         for contract, primary, fallback in self._pairs():
             for provider in (primary, fallback):
-                cert = self._certificate(contract, provider, now)
-                if (contract, provider) not in seen and cert and cert["days_to_expiry"] is not None:
-                    gauges.days_to_expiry.labels(contract, provider).set(cert["days_to_expiry"])
-                    seen.add((contract, provider))
+                if (contract, provider) in seen:
+                    continue
+                seen.add((contract, provider))
+                entry = self._latest_certificate(contract, provider)
+                days = days_to_expiry(entry, now) if entry is not None else None
+                if days is not None:
+                    gauges.days_to_expiry.labels(contract, provider).set(days)
             suspended = self._suspension(contract, primary, fallback) is not None
             gauges.suspended.labels(contract, primary, fallback).set(1 if suspended else 0)
             shadow = await self._shadow(contract, primary, fallback)

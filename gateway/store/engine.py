@@ -154,7 +154,7 @@ def make_engine(
     return engine
 
 
-async def by_deadline(deadline: float | None, checkout: Awaitable[T]) -> T:
+async def by_deadline(deadline: float, checkout: Awaitable[T]) -> T:
     """Await a checkout, or raise ``NotSent`` when the loop's time reaches ``deadline``
     first: a statement's deadline covers getting its connection, not only its answer.
 
@@ -167,8 +167,6 @@ async def by_deadline(deadline: float | None, checkout: Awaitable[T]) -> T:
     and checked in), and nothing was sent. It costs ~3-7 µs a checkout (a timer), on a
     path the kept connections (``pg_bare.KeptConnections``) mostly spare.
     """
-    if deadline is None:
-        return await checkout
     scope = asyncio.timeout_at(deadline)
     try:
         async with scope:

@@ -21,6 +21,7 @@ import pytest
 from cli.recertify import _expiry_gauges, recertify_forever
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry, adapter_version_of
+from contracts.registry_file import iso
 from gateway.metrics import Metrics
 from gateway.settings import Settings, simulator_defaults
 from providers.config import ProviderConfig
@@ -32,10 +33,6 @@ CONTRACT = "ticket-triage@1"
 PRIMARY, FALLBACK = "sim-openai", "sim-anthropic"
 VALIDITY_DAYS = 30.0  # days a certificate the pass issues stays valid
 PASS_TIMEOUT = 90.0  # seconds the pass (a live certification, repeats 1) may take
-
-
-def _iso(at: dt.datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")
 
 
 def certificate(cfg: ProviderConfig, run_id: str, expires_in: dt.timedelta) -> dict[str, Any]:
@@ -51,8 +48,8 @@ def certificate(cfg: ProviderConfig, run_id: str, expires_in: dt.timedelta) -> d
         "adapter_version": adapter_version_of(cfg.protocol),
         "mode": "live",
         "verdict": "pass",
-        "certified_at": _iso(now - dt.timedelta(days=1)),
-        "expires_at": _iso(now + expires_in),
+        "certified_at": iso(now - dt.timedelta(days=1)),
+        "expires_at": iso(now + expires_in),
         "repeats": 1,
         "cases": len(contract.cases),
         "pass_rates": {},
@@ -99,7 +96,7 @@ async def test_the_workers_pass_recertifies_a_due_certificate_and_skips_a_suspen
         assert registry.suspend(
             {
                 "contract": CONTRACT, "primary": PRIMARY, "fallback": FALLBACK,
-                "since": _iso(dt.datetime.now(dt.UTC)), "reason": "shadow checks disagree",
+                "since": iso(dt.datetime.now(dt.UTC)), "reason": "shadow checks disagree",
                 "disagreement_rate": 0.5, "checks": 4, "disagreements": 2, "threshold": 0.5,
                 "min_samples": 4, "fields": {"category": 2},
                 "fallback_run_id": "cert-old-fallback",

@@ -33,6 +33,7 @@ from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_p
 
 from contracts.loader import load_catalog as contract_catalog
 from contracts.registry import CertificationRegistry
+from contracts.registry_file import iso
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.ports import ShadowStore
 from gateway.domain.records import ClaimSpec, NewJob
@@ -157,7 +158,7 @@ async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stac
         registry.suspend(
             {
                 **SUSPENDED,
-                "since": _iso(dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)),
+                "since": iso(dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)),
                 "reason": "shadow checks disagree",
                 "disagreement_rate": 0.45,
                 "checks": 20,
@@ -213,10 +214,6 @@ async def _shadow_checked(
         outcome = ShadowOutcome.DISAGREED if n < len(fields) else ShadowOutcome.AGREED
         detail = {"fields": [fields[n]] if n < len(fields) else []}
         await store.finish_shadow_check(claimed[0], outcome, detail)
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _settings(sim: RunningSimulator, url: str, tmp_path: Path) -> Any:

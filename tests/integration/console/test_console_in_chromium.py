@@ -407,6 +407,7 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     await expect(page.locator("dl.facts dd.usage")).to_have_text(
         "not recorded (written before budgets)"
     )
+    await assert_fits(page, f"certificate-soon-{width}")
     await page.goto(f"{stack.url}#/certificate/reply-draft@1/sim-anthropic")
     await expect(page.locator("dl.facts dd.usage")).to_have_text(
         "p50 12 s, p95 41 s (budget 30 s) over budget; 410 output tokens/case (budget 600); "
@@ -415,7 +416,6 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     )
     await assert_fits(page, f"certificate-over-budget-{width}")
     await shoot(page, f"certificate-over-budget-{width}")
-    await assert_fits(page, f"certificate-soon-{width}")
     assert_key_kept_out(watched, stack.key)
 
 
