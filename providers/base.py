@@ -7,14 +7,23 @@ Exception tree (translated at the edge, ``raise ... from exc``, like httpx)::
     ├── DefiniteFailure           the provider did not do the work: safe to fail over
     │   ├── ConnectFailed         connection refused, DNS, TLS: nothing was sent
     │   ├── Rejected              400/401/403/404/422: the request itself is wrong
-    │   ├── RateLimited           429 (``retry_after`` seconds when the provider said)
-    │   ├── Unavailable           503 (and other statuses configured as definite)
+    │   ├── NoCapacity            "not now": the same request may be sent again later
+    │   │   ├── RateLimited       429: this client is over its rate limit
+    │   │   └── Overloaded        503, 529: the provider is short of capacity for everyone
+    │   ├── QuotaExhausted        a hard quota (billing, a daily quota): waiting does not help
+    │   ├── Unavailable           500, 501 and any other 5xx not configured unknown
     │   ├── Refused               the model refused or stopped early (length, content filter)
     │   └── BadOutput             the answer arrived but is not parseable JSON of the contract
     └── OutcomeUnknown            the provider may have done the work: never retry blindly
         ├── TimedOut              read timeout after the request was sent
         ├── ConnectionLost        connection dropped mid-response, body ended early
         └── AmbiguousStatus       502/504 (and other statuses configured as unknown)
+
+A ``NoCapacity`` carries ``retry_after`` (the seconds the provider asked for, uncapped;
+None when it said nothing) and ``limits`` (``RateLimits``, what its rate-limit headers
+said); a successful answer carries its ``RateLimits`` too (``ProviderResult.limits``).
+Each protocol's plug-in tells which answers are which (``capacity_of``) and reads its
+headers (``limits_of``); ``providers.capacity`` holds what they share.
 
 Two refusals are found before anything is sent; the adapter base turns each into
 ``Rejected`` (``providers.json_http_adapter``), and the simulator answers a
@@ -54,6 +63,49 @@ class Usage:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RateLimits:
+    """What a provider said about its rate limits on one answer (None: not said).
+
+    Read from the headers each API sends (OpenAI ``x-ratelimit-*``, Anthropic
+    ``anthropic-ratelimit-*``; Gemini sends none), so a caller can pace itself before the
+    provider has to refuse. Limits are per minute, as every API states them.
+    """
+
+    requests_limit: int | None = None  #: requests per minute
+    requests_remaining: int | None = None  #: requests left in the current window
+    requests_reset_s: float | None = None  # seconds until the requests bucket is full again
+    tokens_limit: int | None = None  #: tokens per minute (Anthropic: the tightest token bucket)
+    tokens_remaining: int | None = None  #: tokens left in the current window
+    tokens_reset_s: float | None = None  # seconds until the tokens bucket is full again
+
+    def said(self) -> bool:
+        """Say whether the provider said anything at all."""
+        return not (
+            self.requests_limit is None
+            and self.requests_remaining is None
+            and self.requests_reset_s is None
+            and self.tokens_limit is None
+            and self.tokens_remaining is None
+            and self.tokens_reset_s is None
+        )
+
+    def exhausted_reset_s(self) -> float | None:
+        """Return the seconds until the empty bucket refills (the later of two empty ones).
+
+        None when no bucket is said to be empty: then which one refused is not known.
+        """
+        resets = [
+            reset
+            for remaining, reset in (
+                (self.requests_remaining, self.requests_reset_s),
+                (self.tokens_remaining, self.tokens_reset_s),
+            )
+            if remaining == 0 and reset is not None
+        ]
+        return max(resets) if resets else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProviderResult:
     """A successful call: the parsed JSON output and what came with it."""
 
@@ -68,6 +120,8 @@ class ProviderResult:
     #: ``("temperature",)``: then the contract's temperature 0 was not applied and the
     #: stability of its answers rests on pass^k alone (certification records that).
     omitted_parameters: tuple[str, ...] = ()
+    #: What the answer's headers said about the provider's rate limits (None: nothing).
+    limits: RateLimits | None = None
 
 
 class ProviderError(Exception):
@@ -127,20 +181,59 @@ class Rejected(DefiniteFailure):
     reason = "rejected"
 
 
-class RateLimited(DefiniteFailure):
+class NoCapacity(DefiniteFailure):
+    """The provider did not take the request now (rate limit, overload): nothing was done,
+    and the same request may be sent again later."""
+
+    reason = "no_capacity"
+    #: ``rate_limited`` (this client asks too much) or ``overloaded`` (the provider is short).
+    capacity: str = "overloaded"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+        limits: RateLimits | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        #: Seconds the provider asked to wait, uncapped (``Retry-After``, ``retry-after-ms``,
+        #: Gemini's ``RetryInfo``; for a 429 without them, the reset of the empty bucket);
+        #: None when it said nothing. Capping it is the caller's decision, not ours.
+        self.retry_after = retry_after
+        #: What the answer's rate-limit headers said, if anything.
+        self.limits = limits
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the base description with ``capacity`` and ``retry_after_s`` (ms precision)."""
+        retry = None if self.retry_after is None else round(self.retry_after, 3)
+        return {**super().as_dict(), "capacity": self.capacity, "retry_after_s": retry}
+
+
+class RateLimited(NoCapacity):
     """The provider is rate limiting this client."""
 
     reason = "rate_limited"
+    capacity = "rate_limited"
 
-    def __init__(
-        self, message: str | None = None, *, retry_after: float | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after  # seconds
+
+class Overloaded(NoCapacity):
+    """The provider is overloaded and did not take the request."""
+
+    reason = "overloaded"
+    capacity = "overloaded"
+
+
+class QuotaExhausted(DefiniteFailure):
+    """The provider refused because a hard quota is spent (billing, a daily quota): waiting
+    minutes will not help, another provider might."""
+
+    reason = "quota_exhausted"
 
 
 class Unavailable(DefiniteFailure):
-    """The provider is unavailable and did not take the request."""
+    """The provider failed and did not take the request."""
 
     reason = "unavailable"
 

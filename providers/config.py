@@ -1,7 +1,8 @@
 """Provider configuration (``[providers.NAME]`` in ``onejob.toml``); secrets stay in env.
 
 Also what a configured model accepts (``Capabilities``): the protocol's default for the
-model, which its adapter knows, then the overrides of ``[providers.NAME.capabilities]``.
+model, which its adapter knows, then the overrides of ``[providers.NAME.capabilities]``;
+and the account's limits there (``ProviderLimits``, ``[providers.NAME.limits]``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 #: The protocols a provider may name: each is a plug-in, registered in
 #: ``providers.registry.PLUGINS`` under this name (a test checks the two agree).
@@ -42,6 +43,22 @@ class CapabilityOverrides(BaseModel):
 
     #: The model takes ``temperature``; None: the protocol's default for the model.
     temperature: bool | None = None
+
+
+class ProviderLimits(BaseModel):
+    """``[providers.NAME.limits]``: the provider's limits as the account has them.
+
+    Known before the first answer, so calls can be paced from the start; the limits a
+    provider announces in its headers (``providers.base.RateLimits``) are learned as well.
+    None: not configured.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests_per_minute: PositiveInt | None = None
+    tokens_per_minute: PositiveInt | None = None
+    #: Calls in flight at once to this provider, at most.
+    max_concurrency: PositiveInt | None = None
 
 
 class ProviderConfig(BaseModel):
@@ -77,6 +94,8 @@ class ProviderConfig(BaseModel):
     capabilities_override: CapabilityOverrides = Field(
         default_factory=CapabilityOverrides, alias="capabilities"
     )
+    #: The account's limits at this provider, for pacing (``[providers.NAME.limits]``).
+    limits: ProviderLimits = Field(default_factory=ProviderLimits)
 
     @field_validator("protocol")
     @classmethod

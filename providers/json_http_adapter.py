@@ -12,8 +12,11 @@ what happened                                raised                     outcome
 connection refused, DNS, TLS, connect        ``ConnectFailed``          definite
 timeout, no pooled connection, proxy refused
 400/401/403/404/422 (any 4xx but 429)        ``Rejected``               definite
-429                                          ``RateLimited``            definite
-503, other 5xx not configured unknown        ``Unavailable``            definite
+429 (a rate limit)                           ``RateLimited``            definite
+503, 529 (overloaded)                        ``Overloaded``             definite
+a hard quota: OpenAI ``insufficient_quota``, ``QuotaExhausted``         definite
+Anthropic billing, Gemini's per-day quota
+500, other 5xx not configured unknown        ``Unavailable``            definite
 refusal / stopped early (length, filter)     ``Refused``                definite
 answer not a JSON value / not the envelope   ``BadOutput``              definite
 (or a body that cannot be decoded)
@@ -24,6 +27,12 @@ other transport error after sending
 status in ``unknown_statuses`` (502, 504)    ``AmbiguousStatus``        unknown
 ===========================================  =========================  =========
 
+Which error answer is a rate limit, an overload or a hard quota is each protocol's to say
+(``capacity_of``, from its plug-in's ``capacity.py``; by default by status alone), and
+so is reading its rate-limit headers (``limits_of``, on errors and on successful answers
+alike: ``ProviderResult.limits``). ``RateLimited`` and ``Overloaded`` are ``NoCapacity``:
+the same request may be sent again after ``retry_after``; ``QuotaExhausted`` is not.
+
 Secrets: the API key travels only in request headers. Headers are never logged, and any
 text taken from a provider's answer is redacted before it reaches a message or a log.
 """
@@ -32,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import email.utils
 import json
 import logging
 import re
@@ -48,10 +56,13 @@ from providers.base import (
     BadOutput,
     ConnectFailed,
     ConnectionLost,
+    Overloaded,
     ProviderError,
     ProviderRequest,
     ProviderResult,
+    QuotaExhausted,
     RateLimited,
+    RateLimits,
     Rejected,
     RequestRefused,
     SchemaNotSupported,
@@ -59,6 +70,7 @@ from providers.base import (
     Unavailable,
     Usage,
 )
+from providers.capacity import Capacity, CapacityAnswer, generic_capacity, retry_after_seconds
 from providers.client import ProviderClient
 from providers.config import Capabilities, ProviderConfig
 from providers.http1_pool import pool_wait_expired
@@ -101,64 +113,23 @@ def parse_json_text(text: str, *, request_id: str | None = None) -> Any:
         ) from exc
 
 
-def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
-    """Read ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) as seconds."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
+def _json_or_none(body: bytes) -> Any:
+    """Decode an error body as JSON; None when it is not JSON (an HTML page, a proxy's text)."""
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _error_message(body: bytes) -> str:
-    """Pull the human message out of an error body of any of the three APIs."""
-    try:
-        data = json.loads(body)
+        return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _error_message(data: Any, body: bytes) -> str:
+    """Pull the human message out of an error body of any of the three APIs."""
+    if data is None:
         return body.decode("utf-8", "replace").strip()
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         message = data["error"].get("message")
         if isinstance(message, str):
             return message
     return json.dumps(data)[: EXCERPT_CHARS * 2]
-
-
-def status_error(
-    config: ProviderConfig,
-    response: httpx.Response,
-    request_id: str | None,
-    hint: str | None = None,
-) -> ProviderError:
-    """Classify a non-2xx answer (``hint``: the usual mistake behind it, if known)."""
-    code = response.status_code
-    detail = excerpt(_error_message(response.content), config.api_key())
-    message = f"{config.name} answered HTTP {code}: {detail}"
-    common: dict[str, Any] = {
-        "reason": f"status_{code}",
-        "status_code": code,
-        "request_id": request_id,
-        "body_excerpt": detail,
-        "hint": hint,
-    }
-    if code in config.unknown_statuses:
-        return AmbiguousStatus(message, **common)
-    if code == 429:
-        return RateLimited(message, retry_after=retry_after_seconds(response.headers), **common)
-    if 500 <= code <= 599:
-        return Unavailable(message, **common)
-    return Rejected(message, **common)
 
 
 #: Converted schemas an adapter keeps (one per contract is the usual need).
@@ -213,6 +184,58 @@ class JsonHttpAdapter:
 
     def check(self, body: dict[str, Any]) -> None:
         """Raise ``RequestRefused`` for a body the API would refuse (its request rules)."""
+
+    @staticmethod
+    def capacity_of(status: int, body: Any) -> CapacityAnswer | None:
+        """Say whether an error answer is a rate limit, an overload or a hard quota.
+
+        ``body`` is the decoded JSON (None when it is not JSON). By default the status
+        alone decides (429, 503, 529); a protocol whose API says more overrides this.
+        """
+        return generic_capacity(status)
+
+    @staticmethod
+    def limits_of(headers: httpx.Headers) -> RateLimits | None:
+        """Read what an answer's headers say about rate limits (None: this API says nothing).
+
+        Called on every successful answer: keep it to one pass over the headers.
+        """
+        return None
+
+    def status_error(
+        self, response: httpx.Response, request_id: str | None, hint: str | None = None
+    ) -> ProviderError:
+        """Classify a non-2xx answer (``hint``: the usual mistake behind it, if known)."""
+        config = self.config
+        code = response.status_code
+        data = _json_or_none(response.content)
+        detail = excerpt(_error_message(data, response.content), config.api_key())
+        message = f"{config.name} answered HTTP {code}: {detail}"
+        common: dict[str, Any] = {
+            "reason": f"status_{code}",
+            "status_code": code,
+            "request_id": request_id,
+            "body_excerpt": detail,
+            "hint": hint,
+        }
+        if code in config.unknown_statuses:
+            return AmbiguousStatus(message, **common)
+        capacity = self.capacity_of(code, data)
+        if capacity is not None and capacity.kind is Capacity.QUOTA:
+            return QuotaExhausted(message, **{**common, "reason": "quota_exhausted"})
+        if capacity is not None:
+            limited = capacity.kind is Capacity.RATE_LIMITED
+            limits = self.limits_of(response.headers)
+            retry_after = retry_after_seconds(response.headers)
+            if retry_after is None:
+                retry_after = capacity.retry_after
+            if retry_after is None and limited and limits is not None:
+                retry_after = limits.exhausted_reset_s()  # the bucket that refused
+            error = RateLimited if limited else Overloaded
+            return error(message, retry_after=retry_after, limits=limits, **common)
+        if 500 <= code <= 599:
+            return Unavailable(message, **common)
+        return Rejected(message, **common)
 
     def omitted(self, request: ProviderRequest) -> tuple[str, ...]:
         """Return the parameters of ``request`` this model refuses, which are not sent."""
@@ -297,14 +320,17 @@ class JsonHttpAdapter:
         )
         if not 200 <= response.status_code <= 299:
             hint = self.hint(response.status_code, url)
-            error = status_error(self.config, response, request_id, hint)
+            error = self.status_error(response, request_id, hint)
             logger.info("provider %s failed: %s (%s)", self.name, error.reason, error.outcome)
             raise error
         data = self._envelope(response, request_id)
         request_id = request_id or self.body_request_id(data)
         result = self.parse(data, request_id, latency)
         omitted = self.omitted(request)
-        return dataclasses.replace(result, omitted_parameters=omitted) if omitted else result
+        limits = self.limits_of(response.headers)
+        if omitted or limits is not None:
+            return dataclasses.replace(result, omitted_parameters=omitted, limits=limits)
+        return result
 
     async def _send(
         self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float

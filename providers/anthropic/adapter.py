@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from providers.anthropic import capacity
 from providers.anthropic.rules import capabilities, check_request
 from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused, SchemaNotSupported
 from providers.json_http_adapter import JsonHttpAdapter, bad_envelope, parse_json_text, usage_from
@@ -38,6 +39,8 @@ class AnthropicAdapter(JsonHttpAdapter):
 
     adapter_version = ADAPTER_VERSION
     default_capabilities = staticmethod(capabilities)
+    capacity_of = staticmethod(capacity.capacity_of)
+    limits_of = staticmethod(capacity.limits_of)
     request_id_header = "request-id"
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:

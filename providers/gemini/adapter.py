@@ -14,6 +14,7 @@ import urllib.parse
 from typing import Any
 
 from providers.base import BadOutput, ProviderRequest, ProviderResult, Refused
+from providers.gemini import capacity
 from providers.gemini.rules import capabilities, check_request
 from providers.gemini.schema import to_gemini_schema
 from providers.json_http_adapter import (
@@ -35,6 +36,7 @@ class GeminiAdapter(JsonHttpAdapter):
 
     adapter_version = ADAPTER_VERSION
     default_capabilities = staticmethod(capabilities)
+    capacity_of = staticmethod(capacity.capacity_of)
     request_id_header = None
 
     def build(self, request: ProviderRequest) -> tuple[str, dict[str, str], dict[str, Any]]:

@@ -27,6 +27,7 @@ from providers.json_http_adapter import (
     usage_from,
 )
 from providers.lookup import LookupFailed, StoredAnswer
+from providers.openai import capacity
 from providers.openai.rules import StrictVerdicts, capabilities, check_request
 from providers.openai.schema import to_strict_schema
 
@@ -44,6 +45,8 @@ class OpenAIAdapter(JsonHttpAdapter):
 
     adapter_version = ADAPTER_VERSION
     default_capabilities = staticmethod(capabilities)
+    capacity_of = staticmethod(capacity.capacity_of)
+    limits_of = staticmethod(capacity.limits_of)
     #: Name of the output-token limit field (newer models reject ``max_tokens``).
     max_tokens_field = "max_completion_tokens"
 

@@ -14,6 +14,7 @@ from providers.base import (
     BadOutput,
     ConnectFailed,
     ConnectionLost,
+    Overloaded,
     ProviderRequest,
     RateLimited,
     Refused,
@@ -147,7 +148,14 @@ async def test_scripted_429_is_rate_limited_with_retry_after(
 @by_protocol
 @pytest.mark.parametrize(
     ("code", "error"),
-    [(503, Unavailable), (502, AmbiguousStatus), (504, AmbiguousStatus), (401, Rejected)],
+    [
+        (503, Overloaded),
+        (529, Overloaded),
+        (500, Unavailable),
+        (502, AmbiguousStatus),
+        (504, AmbiguousStatus),
+        (401, Rejected),
+    ],
 )
 async def test_scripted_statuses_are_classified(
     sim: Any,
@@ -159,6 +167,7 @@ async def test_scripted_statuses_are_classified(
     await sim.script({"kind": "status", "code": code})
     with pytest.raises(error) as caught:
         await sim.call("sim-main", protocol, make_request())
+    assert type(caught.value) is error
     assert getattr(caught.value, "status_code", None) == code
 
 
@@ -269,7 +278,7 @@ async def test_script_count_repeats_the_behaviours_and_reset_clears_everything(
     payload = {"provider": None, "behaviours": [{"kind": "status", "code": 503}], "count": 2}
     response = await sim.client.post(f"{sim.base_url}/_sim/script", json=payload)
     assert response.json() == {"queued": 2, "pending": {"*": 2}}
-    with pytest.raises(Unavailable):
+    with pytest.raises(Overloaded):
         await sim.call("sim-a", "gemini", make_request())
     await sim.client.post(f"{sim.base_url}/_sim/profiles", json={"sim-a": "sloppy"})
     reset = await sim.client.post(f"{sim.base_url}/_sim/reset")

@@ -17,7 +17,9 @@ from providers.base import (
     ConnectFailed,
     ConnectionLost,
     DefiniteFailure,
+    NoCapacity,
     OutcomeUnknown,
+    Overloaded,
     ProviderError,
     ProviderRequest,
     RateLimited,
@@ -25,9 +27,9 @@ from providers.base import (
     TimedOut,
     Unavailable,
 )
+from providers.capacity import retry_after_seconds
 from providers.config import ProviderConfig
 from providers.factory import build_provider
-from providers.json_http_adapter import retry_after_seconds
 
 #: One TLS context for the module: building one per client costs ~80 ms.
 TLS = ssl.create_default_context()
@@ -182,8 +184,8 @@ async def test_429_is_rate_limited_with_retry_after(
     assert error.retry_after == 7.0
 
 
-@pytest.mark.parametrize("status", [503, 500, 529])
-async def test_unavailable_statuses_are_definite(
+@pytest.mark.parametrize("status", [500, 501])
+async def test_other_server_errors_are_unavailable_and_definite(
     wire: Any,
     make_config: Callable[..., ProviderConfig],
     make_request: Callable[..., ProviderRequest],
@@ -192,8 +194,27 @@ async def test_unavailable_statuses_are_definite(
 ) -> None:
     response = httpx.Response(status, text="<html>down</html>")
     error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
-    assert isinstance(error, Unavailable)
-    assert isinstance(error, DefiniteFailure)
+    assert type(error) is Unavailable
+    assert isinstance(error, DefiniteFailure) and not isinstance(error, NoCapacity)
+    assert error.reason == f"status_{status}"
+
+
+@pytest.mark.parametrize("status", [503, 529])
+async def test_overload_statuses_are_overloaded_whatever_the_body(
+    wire: Any,
+    make_config: Callable[..., ProviderConfig],
+    make_request: Callable[..., ProviderRequest],
+    protocol: str,
+    status: int,
+) -> None:
+    response = httpx.Response(status, text="<html>down</html>")
+    error = await _fail(wire, make_config(protocol), make_request(), return_value=response)
+    assert type(error) is Overloaded
+    assert isinstance(error, NoCapacity) and isinstance(error, DefiniteFailure)
+    assert error.reason == f"status_{status}"
+    assert error.retry_after is None and error.limits is None
+    assert error.as_dict()["capacity"] == "overloaded"
+    assert error.as_dict()["retry_after_s"] is None
 
 
 @pytest.mark.parametrize("status", [502, 504])
@@ -221,7 +242,7 @@ async def test_unknown_statuses_are_configurable_per_provider(
     error = await _fail(wire, config, make_request(), return_value=httpx.Response(503))
     assert isinstance(error, AmbiguousStatus)
     error = await _fail(wire, config, make_request(), return_value=httpx.Response(502))
-    assert isinstance(error, Unavailable)
+    assert type(error) is Unavailable
 
 
 async def test_key_echoed_by_the_provider_never_reaches_errors_or_logs(

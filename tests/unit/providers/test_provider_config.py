@@ -4,7 +4,7 @@ import pydantic
 import pytest
 
 from gateway.settings import Settings
-from providers.config import ProviderConfig
+from providers.config import ProviderConfig, ProviderLimits
 
 PASTED = "sk-proj-PASTEDsecret0123456789"
 
@@ -49,3 +49,20 @@ def test_a_secret_field_in_the_file_is_refused_without_echoing_it(field: str) ->
     assert field in str(caught.value)
     assert "Extra inputs are not permitted" in str(caught.value)
     assert PASTED not in str(caught.value)
+
+
+def test_limits_default_to_unknown_and_take_only_positive_numbers() -> None:
+    base = {"name": "p", "protocol": "openai", "base_url": "http://x/v1", "model": "m"}
+    config = ProviderConfig.model_validate(base)
+    assert config.limits == ProviderLimits()
+    assert (config.limits.requests_per_minute, config.limits.max_concurrency) == (None, None)
+    limited = ProviderConfig.model_validate(
+        {**base, "limits": {"requests_per_minute": 500, "tokens_per_minute": 200_000}}
+    )
+    assert limited.limits.requests_per_minute == 500
+    assert limited.limits.tokens_per_minute == 200_000
+    for wrong in ({"requests_per_minute": 0}, {"max_concurrency": -1}, {"rpm": 5}):
+        with pytest.raises(pydantic.ValidationError):
+            ProviderConfig.model_validate({**base, "limits": wrong})
+    with pytest.raises(pydantic.ValidationError):  # frozen, like the rest of the config
+        limited.limits.requests_per_minute = 1  # type: ignore[misc]
