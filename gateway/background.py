@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
+from gateway.capacity.gate import Capacity
+from gateway.capacity.sharing import CapacitySync
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
@@ -34,6 +36,7 @@ from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.reconciler import Reconciler
 from gateway.service import JobService
+from gateway.service.admission import QueueAdmission
 from gateway.settings import Settings
 from gateway.shadow import ShadowChecker
 from gateway.store.pg_connections import PostgresConnector
@@ -135,6 +138,7 @@ class DispatcherService:
         worker_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         service: JobService | None = None,
+        capacity: Capacity | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
@@ -146,8 +150,10 @@ class DispatcherService:
         self._worker_id = worker_id or settings.instance_id
         self._transport = transport
         self._service = service
+        self.capacity = capacity or Capacity(settings.providers, settings.capacity)
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
+        self.sharing: CapacitySync | None = None
         self.reconciler: Reconciler | None = None
         self.shadow: ShadowChecker | None = None
 
@@ -166,7 +172,15 @@ class DispatcherService:
             metrics=self._metrics,
             clock=self._clock,
             worker_id=self._worker_id,
+            capacity=self.capacity,
         )
+        self.sharing = CapacitySync(
+            self.capacity,
+            self._store,
+            self._worker_id,
+            interval=self.settings.capacity.sync_interval,
+        )
+        await self.sharing.start()
         await self.dispatcher.start()
         if self._service is not None and self.settings.shortcuts.first_attempt_in_process:
             self._service.use_local_runner(self.dispatcher)
@@ -217,6 +231,9 @@ class DispatcherService:
                         extra={"in_flight": in_flight, "worker_id": self._worker_id},
                     )
                 await self.dispatcher.stop()
+            if self.sharing is not None:
+                await self.sharing.stop()
+                self.sharing = None
         finally:
             if self._client is not None:
                 await self._client.aclose()
@@ -248,3 +265,52 @@ class PostgresRelay:
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._task, RELAY_STOP_TIMEOUT)
+
+
+class QueueWatch:
+    """Count the queue (unsent attempts, every process) once per ``interval``: admission
+    refuses new jobs past ``[admission] max_queued`` by this count, and the queue's gauges
+    show it. A count the database cannot give leaves the last one in force."""
+
+    def __init__(
+        self, store: JobStore, admission: QueueAdmission, metrics: Metrics, *, interval: float
+    ) -> None:
+        self._store = store
+        self._admission = admission
+        self._metrics = metrics
+        self._interval = interval
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def count(self) -> None:
+        """Count the queue once."""
+        try:
+            depth = await self._store.queue_depth()
+        except Exception as exc:
+            if not self._store.unavailable(exc, "queue count"):
+                log.exception("the queue could not be counted")
+            return
+        self._admission.counted(sum(n for states in depth.values() for n in states.values()))
+        self._metrics.capacity.show_queue(depth)
+
+    async def start(self) -> None:
+        """Count now, then every ``interval``."""
+        self._stop.clear()
+        await self.count()
+        self._task = asyncio.create_task(self._loop(), name="onejob-queue-watch")
+
+    async def stop(self) -> None:
+        """Stop counting."""
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._interval)
+            if not self._stop.is_set():
+                await self.count()

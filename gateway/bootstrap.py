@@ -25,10 +25,12 @@ from contracts.registry import CertificationRegistry
 from gateway.background import (
     DispatcherService,
     PostgresRelay,
+    QueueWatch,
     build_providers,
     build_reconciler,
     provider_http_client,
 )
+from gateway.capacity.gate import Capacity
 from gateway.domain.ports import BackgroundService, Certifications, Clock, ContractSpec, JobStore
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
@@ -53,6 +55,8 @@ class Runtime:
     certifications: Certifications
     service: JobService
     metrics: Metrics
+    #: What this process knows of its providers' capacity (the dispatcher paces by it).
+    capacity: Capacity
 
 
 #: Builds one background service from the runtime (the dispatcher is wired in here).
@@ -131,17 +135,29 @@ def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> Servi
             metrics=metrics,
             clock=clock,
             service=runtime.service,
+            capacity=runtime.capacity,
         )
 
     return build
 
 
+def queue_watch(runtime: Runtime) -> BackgroundService:
+    """Build the queue's count: admission's depth and the queue's gauges (issue 43)."""
+    return QueueWatch(
+        runtime.store,
+        runtime.service.admission,
+        runtime.metrics,
+        interval=runtime.settings.admission.interval,
+    )
+
+
 def default_background(
     settings: Settings, metrics: Metrics, *, dispatcher: bool | None = None
 ) -> list[ServiceFactory]:
-    """Return the background services a process runs: the LISTEN relay, the dispatcher
-    (with the reconciler beside it) unless ``dispatcher`` (default: the settings) says no."""
-    factories: list[ServiceFactory] = []
+    """Return the background services a process runs: the queue's count, the LISTEN
+    relay, the dispatcher (with the reconciler and the capacity sharing beside it) unless
+    ``dispatcher`` (default: the settings) says no."""
+    factories: list[ServiceFactory] = [queue_watch]
     if not is_sqlite(settings.database_url):  # LISTEN is PostgreSQL's
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:
@@ -202,8 +218,11 @@ async def running(
     the_store = await open_store_for(settings, hub=hub) if store is None else store
     the_catalog = load_contracts() if catalog is None else catalog
     the_certs = certifications_for(settings) if certifications is None else certifications
-    service = JobService(the_store, settings, the_catalog, the_certs, hub, metrics)
-    runtime = Runtime(settings, the_store, hub, the_catalog, the_certs, service, metrics)
+    capacity = Capacity(settings.providers, settings.capacity)
+    service = JobService(
+        the_store, settings, the_catalog, the_certs, hub, metrics, capacity=capacity
+    )
+    runtime = Runtime(settings, the_store, hub, the_catalog, the_certs, service, metrics, capacity)
     started: list[BackgroundService] = []
     with asyncio_named_for_sniffio():
         try:

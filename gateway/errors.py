@@ -19,6 +19,10 @@ Exception tree (``type`` is the problem type URN, ``status`` the HTTP status)::
         ├── UnknownContract           422 urn:onejob:unknown-contract
         ├── UnknownProvider           422 urn:onejob:unknown-provider
         └── FallbackNotCertified      422 urn:onejob:fallback-not-certified
+    └── QueueFull                     503 urn:onejob:queue-full (Retry-After)
+
+(A lost database is answered 503 ``urn:onejob:unavailable`` by the HTTP layer, which
+tells it from a bug: ``gateway.http.responses``.)
 """
 
 from __future__ import annotations
@@ -163,3 +167,20 @@ class FallbackNotCertified(Unprocessable):
 
     type = "urn:onejob:fallback-not-certified"
     title = "Fallback not certified"
+
+
+class QueueFull(GatewayError):
+    """Too many jobs are waiting to be sent; nothing was created. Retry later with the same
+    Idempotency-Key (a job that key already made is still answered)."""
+
+    type = "urn:onejob:queue-full"
+    status = 503
+    title = "Queue full"
+
+    def __init__(self, detail: str | None = None, *, retry_after: int = 5, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        """Say when to come back."""
+        return {"Retry-After": str(self.retry_after)}

@@ -30,6 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import Metric
 
+from gateway.capacity_metrics import CapacityMetrics
 from gateway.certification_metrics import CertificationMetrics
 from gateway.domain.ports import JobStore
 from gateway.domain.states import AttemptState
@@ -188,6 +189,8 @@ class Metrics:
         )
         #: Shadow checks, suspensions and certificates' expiry (issue 38).
         self.certification = CertificationMetrics(r)
+        #: Waits for capacity, circuits, pacing, the queue, refusals (issue 43).
+        self.capacity = CapacityMetrics(r)
 
     def watch_relay(self, state: RelayState) -> None:
         """Show the LISTEN relay's state (``onejob_listen_connected``, ``..._reconnects``)."""

@@ -25,7 +25,9 @@ MAX_WORKERS = 64  # server processes of one host, at most
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./onejob.db"
 DEFAULT_SIM_PORT = 8765
-SHORTCUTS_ENV = "ONEJOB_SHORTCUTS"  #: ``off``: every speed shortcut runs its plain path
+SHORTCUTS_ENV = "ONEJOB_SHORTCUTS"
+#: Seconds a job may take from its creation, unless its route says otherwise (issue 43).
+DEFAULT_JOB_DEADLINE = 600.0  #: ``off``: every speed shortcut runs its plain path
 
 
 class SettingsError(ValueError):
@@ -45,6 +47,10 @@ class RouteConfig(BaseModel):
     max_attempts: int = Field(default=3, ge=1, le=20)
     #: Start a hedge on the first certified fallback after this many seconds (None: never).
     hedge_after_s: float | None = Field(default=None, gt=0)
+    #: Seconds a job may take from its creation: nothing is sent for it after that, and a
+    #: job still waiting for capacity then fails with ``job_deadline``. A client may ask
+    #: for a shorter one (``deadline_s`` in the request's body).
+    job_deadline_s: float = Field(default=DEFAULT_JOB_DEADLINE, gt=0, le=7 * 24 * 3600)
 
 
 class DispatcherConfig(BaseModel):
@@ -62,6 +68,54 @@ class DispatcherConfig(BaseModel):
     #: database cannot take it (a partition, a failover); past its lease, a late answer
     #: resolves the attempt the reaper made ``unknown``.
     decision_retry: float = Field(default=120.0, ge=0, le=3600)
+
+
+class CapacityConfig(BaseModel):
+    """How jobs wait for a provider's capacity (issue 43; docs/operations.md, "When a
+    provider says not now"): patience, backoff, the circuit breaker, and how processes
+    share what they know."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: With a certified fallback, wait for the primary only when the wait it asks for (or
+    #: its circuit's) is at most this many seconds; a longer wait fails over at once.
+    patience: float = Field(default=5.0, ge=0, le=3600)
+    #: The longest wait a provider's Retry-After (or its kin) is taken at (seconds).
+    max_wait: float = Field(default=300.0, gt=0, le=86400)
+    #: Backoff when the provider named no time: from ``backoff_base`` seconds, doubling
+    #: each time up to ``backoff_max``, half of it random.
+    backoff_base: float = Field(default=1.0, gt=0, le=600)
+    backoff_max: float = Field(default=60.0, gt=0, le=3600)
+    #: Consecutive counted failures that open a provider's circuit (0: never).
+    breaker_failures: int = Field(default=5, ge=0, le=10_000)
+    #: Seconds an open circuit stays open before one probe may go.
+    breaker_open: float = Field(default=5.0, gt=0, le=3600)
+    #: What counts toward opening it: ``failure`` (a 5xx, a refused connection),
+    #: ``timeout`` (an outcome unknown), ``overloaded`` (503, 529), ``rate_limited`` (429:
+    #: off by default, pacing takes care of those).
+    breaker_counts: tuple[Literal["failure", "timeout", "overloaded", "rate_limited"], ...] = (
+        "failure",
+        "timeout",
+        "overloaded",
+    )
+    #: Seconds between a process's looks at what the others know (a pause, a circuit, a
+    #: limit and its slice of it): no database write on a call, one per look at most.
+    sync_interval: float = Field(default=1.0, gt=0, le=60)
+
+
+class AdmissionConfig(BaseModel):
+    """How many jobs may wait unsent before creation refuses new ones (issue 43)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Unsent attempts (queued or waiting for capacity, every process) past which a new
+    #: job is refused with 503 ``urn:onejob:queue-full``; a replay is still answered.
+    #: 0: never refuse.
+    max_queued: int = Field(default=10_000, ge=0)
+    #: The Retry-After of that refusal (seconds).
+    retry_after: int = Field(default=5, ge=1, le=3600)
+    #: Seconds between two counts of the queue (each process counts it for itself).
+    interval: float = Field(default=1.0, gt=0, le=60)
 
 
 class ReconcilerConfig(BaseModel):
@@ -222,6 +276,8 @@ class Settings(BaseModel):
     #: Contract name (``ticket-triage@1``) or ``"*"`` for every other contract -> route.
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     dispatcher: DispatcherConfig = DispatcherConfig()
+    capacity: CapacityConfig = CapacityConfig()
+    admission: AdmissionConfig = AdmissionConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
     shadow: ShadowConfig = ShadowConfig()
     certification: CertificationConfig = CertificationConfig()

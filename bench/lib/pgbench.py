@@ -55,9 +55,11 @@ def pgbench_script() -> str:
         15: "now()::timestamp + interval '15 seconds'",
         16: "now()::timestamp + interval '30 seconds'",
         17: "now()::timestamp",
-        18: f"ARRAY[NULL, {_ATTEMPT}, {_ATTEMPT}]",
-        19: "ARRAY['job_created', 'attempt_created', 'attempt_running']",
-        20: "ARRAY[" + ", ".join(_text(json.dumps(d)) for d in details) + "]",
+        18: "now()::timestamp + interval '600 seconds'",
+        19: "now()::timestamp",
+        20: f"ARRAY[NULL, {_ATTEMPT}, {_ATTEMPT}]",
+        21: "ARRAY['job_created', 'attempt_created', 'attempt_running']",
+        22: "ARRAY[" + ", ".join(_text(json.dumps(d)) for d in details) + "]",
     }
     sql = re.sub(r"\$(\d+)", lambda m: f"({values[int(m.group(1))]})", CREATE)
     return "\\set n random(1, 9000000000000000)\n" + " ".join(sql.split()) + ";\n"

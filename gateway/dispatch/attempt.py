@@ -1,22 +1,31 @@
 """One claimed attempt's life: its call budget, its provider call, and which outcome it gets.
 
 1. The provider and the contract must be configured here, and a fallback still certified
-   (R6); otherwise the attempt fails definitely and nothing is sent.
-2. The call gets what is left of the attempt's deadline, or a fresh one first
-   (``call_budget``); the request carries the downstream key ``<job id>/<attempt number>``.
-3. While the call is in flight the lease is renewed (``lease``) and, where the route
+   (R6); otherwise the attempt fails definitely and nothing is sent. Nothing is sent
+   either once the job's deadline has come (``job_deadline``).
+2. The provider must be able to take the call now (``Capacity.admit``: its pace, a pause
+   it asked for, its circuit); if not, the attempt is not sent and waits, fails over, or
+   expires (``Outcomes.not_now``, issue 43).
+3. The call gets what is left of the attempt's deadline, or a fresh one first
+   (``call_budget``), never past the job's deadline; the request carries the downstream
+   key ``<job id>/<attempt number>``.
+4. While the call is in flight the lease is renewed (``lease``) and, where the route
    hedges, a hedge may start (``hedging``).
-4. A contract-valid answer goes through the compare-and-swap, a definite failure or a
-   contract violation fails over, anything else is ``unknown`` (``outcomes``).
+5. A contract-valid answer goes through the compare-and-swap, a definite failure or a
+   contract violation fails over, a "not now" waits (``Outcomes.not_now``), anything else
+   is ``unknown`` (``outcomes``). Every outcome tells the provider's capacity what it says
+   of the provider (its limits, its health).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.capacity.gate import SHORT_WAIT, Admission, Capacity
 from gateway.dispatch.calling import call_provider, output_violations
 from gateway.dispatch.hedging import Hedging
 from gateway.dispatch.lease import LeaseRenewal
@@ -26,9 +35,11 @@ from gateway.domain.clock import aware
 from gateway.domain.ports import Clock, ContractSpec, JobStore, Provider
 from gateway.domain.records import AttemptRecord, ClaimedAttempt, JobRecord
 from gateway.metrics import Metrics
+from gateway.notify import ChangeHub
 from gateway.settings import Settings
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
+from providers.tokenizers import Tokenizer, tokenizer_for
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
 log = logging.getLogger("gateway.dispatcher")
@@ -55,6 +66,8 @@ class AttemptExecutor:
         clock: Clock,
         worker_id: str,
         stopping: asyncio.Event,
+        capacity: Capacity,
+        hub: ChangeHub,
     ) -> None:
         self.store = store
         self.providers = providers
@@ -65,7 +78,9 @@ class AttemptExecutor:
         self.metrics = metrics
         self.clock = clock
         self.worker_id = worker_id
+        self.capacity = capacity
         self.in_flight = 0  #: attempts between their claim and their committed outcome
+        self._tokenizers: dict[str, Tokenizer] = {}
         self.outcomes = Outcomes(
             store=store,
             routes=routes,
@@ -73,9 +88,17 @@ class AttemptExecutor:
             settings=settings,
             metrics=metrics,
             worker_id=worker_id,
+            capacity=capacity,
+            clock=clock,
+            hub=hub,
         )
         self.hedging = Hedging(
-            store=store, settings=settings, routes=routes, catalog=catalog, stopping=stopping
+            store=store,
+            settings=settings,
+            routes=routes,
+            catalog=catalog,
+            capacity=capacity,
+            stopping=stopping,
         )
 
     async def execute(
@@ -135,31 +158,92 @@ class AttemptExecutor:
                 started,
                 None,
             )
-        remaining = await self._call_budget(attempt, cfg.timeout, ids)
-        if remaining is None:
-            return None  # not sent: back in the queue once the database answers
-        try:
-            request = contract.provider_request(
-                job.input,
-                model=cfg.model,
-                timeout=remaining,
-                idempotency_key=attempt.downstream_key,
-                prompt=prompt.of(contract, job.input) if prompt is not None else None,
+        job_left = self._job_left(job)
+        if job_left is not None and job_left <= MIN_CALL_TIMEOUT:
+            return await self.outcomes.fail(
+                job, attempt, job_deadline_error(), started, None, fail_over=False
             )
+        try:
+            rendered = prompt.of(contract, job.input) if prompt is not None else None
+            tokens = 0
+            if self.capacity.tokens_counted(attempt.provider):
+                rendered = contract.render(job.input) if rendered is None else rendered
+                tokens = self._tokens(cfg, rendered)
         except Exception as exc:  # nothing was sent: a definite failure
             return await self.outcomes.fail(
                 job, attempt, {"reason": "render_failed", "message": str(exc)}, started, None
             )
-
-        # The lease is renewed until the outcome is committed, not just until the call
-        # returns: under load the deciding transaction may itself wait for a connection.
-        renewal = LeaseRenewal(self.store, self.worker_id, self.config.lease_ttl, attempt)
+        refused = await self._admit(attempt.provider, tokens)
+        if refused is not None:  # the provider cannot take it now: not sent
+            error = {
+                "outcome": "definite",
+                "reason": refused.reason,
+                "message": (
+                    f"{attempt.provider} cannot take a call for {refused.wait:.1f}s "
+                    f"({refused.reason.replace('_', ' ')}); not sent"
+                ),
+                "sent": False,
+            }
+            return await self.outcomes.not_now(job, attempt, refused.wait, error, started, None)
         try:
-            return await self._call_and_decide(
-                job, attempt, contract, provider, request, remaining, started, ids
-            )
+            timeout = cfg.timeout if job_left is None else min(cfg.timeout, job_left)
+            remaining = await self._call_budget(attempt, timeout, ids)
+            if remaining is None:
+                return None  # not sent: back in the queue once the database answers
+            try:
+                request = contract.provider_request(
+                    job.input,
+                    model=cfg.model,
+                    timeout=remaining,
+                    idempotency_key=attempt.downstream_key,
+                    prompt=rendered,
+                )
+            except Exception as exc:  # nothing was sent: a definite failure
+                return await self.outcomes.fail(
+                    job, attempt, {"reason": "render_failed", "message": str(exc)}, started, None
+                )
+
+            # The lease is renewed until the outcome is committed, not just until the call
+            # returns: under load the deciding transaction may itself wait for a connection.
+            renewal = LeaseRenewal(self.store, self.worker_id, self.config.lease_ttl, attempt)
+            try:
+                return await self._call_and_decide(
+                    job, attempt, contract, provider, request, remaining, started, ids
+                )
+            finally:
+                await renewal.stop()
         finally:
-            await renewal.stop()
+            self.capacity.done(attempt.provider)
+
+    def _job_left(self, job: JobRecord) -> float | None:
+        """Seconds left of the job's deadline (None: it has none)."""
+        if job.deadline_at is None:
+            return None
+        return (aware(job.deadline_at) - self.clock.now()).total_seconds()
+
+    async def _admit(self, provider: str, tokens: int) -> Admission | None:
+        """Take the provider's go-ahead for the call (``Capacity.admit``); None once it is
+        given. A pacing wait under ``SHORT_WAIT`` is slept here, holding the runner slot
+        and the lease that long; anything longer comes back, for the attempt to wait
+        without them (``Outcomes.not_now``)."""
+        slept = 0.0
+        while True:
+            admission = self.capacity.admit(provider, tokens)
+            if admission.wait <= 0:
+                return None
+            if admission.reason == "circuit_open" or slept + admission.wait > SHORT_WAIT:
+                return admission
+            await asyncio.sleep(admission.wait)
+            slept += admission.wait
+
+    def _tokens(self, cfg: ProviderConfig, rendered: Any) -> int:
+        """What a call costs of a token limit: its prompt's tokens, counted with the
+        provider's tokenizer, and the output it may take (``max_output_tokens``)."""
+        tokenizer = self._tokenizers.get(cfg.name)
+        if tokenizer is None:
+            tokenizer = self._tokenizers[cfg.name] = tokenizer_for(cfg)
+        text = rendered if isinstance(rendered, str) else json.dumps(rendered, default=str)
+        return tokenizer.count(text) + cfg.max_output_tokens
 
     async def _call_budget(
         self, attempt: AttemptRecord, timeout: float, ids: dict[str, str]
@@ -222,6 +306,17 @@ class AttemptExecutor:
         definite = outcome.definite
 
         if result is not None:
+            self.capacity.answered(attempt.provider, result.limits)
+        elif outcome.not_now is not None and error is not None:
+            said = outcome.not_now
+            wait = self.capacity.refused(
+                attempt.provider, said.capacity, said.retry_after, said.limits, waits=attempt.waits
+            )
+            return await self.outcomes.not_now(job, attempt, wait, error, started, provider_s)
+        elif outcome.health is not None:
+            self.capacity.failed(attempt.provider, outcome.health)
+
+        if result is not None:
             violations = output_violations(contract, result.output)
             if violations:
                 return await self.outcomes.fail(
@@ -240,6 +335,15 @@ class AttemptExecutor:
         if definite and error is not None:
             return await self.outcomes.fail(job, attempt, error, started, provider_s)
         return await self.outcomes.unknown(job, attempt, error or {}, started, provider_s)
+
+
+def job_deadline_error() -> dict[str, Any]:
+    """The error of an attempt not sent because its job's deadline had come."""
+    return {
+        "outcome": "definite",
+        "reason": "job_deadline",
+        "message": "the job's deadline passed before this attempt could be sent",
+    }
 
 
 class Prompt:

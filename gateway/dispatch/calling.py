@@ -12,11 +12,14 @@ from typing import Any
 from gateway.domain.jsontext import find_unstorable
 from gateway.domain.ports import ContractSpec, Provider
 from providers.base import (
+    ConnectFailed,
     DefiniteFailure,
+    NoCapacity,
     OutcomeUnknown,
     ProviderError,
     ProviderRequest,
     ProviderResult,
+    Unavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,12 @@ class CallOutcome:
     error: dict[str, Any] | None  #: JSON-safe description of the failure
     definite: bool  #: the provider surely did not do the work (safe to fail over)
     seconds: float  #: time spent inside the call
+    #: The provider said not now (``rate_limited``, ``overloaded``): nothing was done, and
+    #: the same request may go again later (issue 43); None otherwise.
+    not_now: NoCapacity | None = None
+    #: What the outcome says of the provider's health, for its circuit: ``failure`` (a
+    #: 5xx, a refused connection), ``timeout`` (the outcome is unknown), or None.
+    health: str | None = None
 
 
 async def call_provider(
@@ -43,18 +52,23 @@ async def call_provider(
     began = time.perf_counter()
     error: dict[str, Any]
     definite = False
+    not_now: NoCapacity | None = None
+    health: str | None = "timeout"
     try:
         async with asyncio.timeout(deadline_s + DEADLINE_SLACK):
             result = await provider.call(request)
-        return CallOutcome(result, None, False, time.perf_counter() - began)
+        return CallOutcome(result, None, False, time.perf_counter() - began, health=None)
     except TimeoutError:
         error = {
             "outcome": "unknown",
             "reason": "deadline",
             "message": f"no answer within {deadline_s:.1f}s",
         }
+    except NoCapacity as exc:
+        error, definite, not_now, health = exc.as_dict(), True, exc, exc.capacity
     except DefiniteFailure as exc:
         error, definite = exc.as_dict(), True
+        health = "failure" if isinstance(exc, ConnectFailed | Unavailable) else None
     except OutcomeUnknown as exc:
         error = exc.as_dict()
     except ProviderError as exc:  # an unclassified provider error: assume the worst
@@ -66,7 +80,7 @@ async def call_provider(
             "reason": "unexpected_error",
             "message": f"{type(exc).__name__}: {exc}",
         }
-    return CallOutcome(None, error, definite, time.perf_counter() - began)
+    return CallOutcome(None, error, definite, time.perf_counter() - began, not_now, health)
 
 
 def output_violations(contract: ContractSpec, output: Any) -> list[str]:

@@ -45,6 +45,10 @@ class FirstAttempts(DispatcherState):
         """
         if self._stopping.is_set() or not self._runners:
             return None
+        if not self.capacity.free_flowing(provider):
+            # A paced, paused or failing provider: the job queues, in its owner's fair
+            # place, and a runner claims it when the provider can take it.
+            return None
         if self._slots.locked():
             # A slot held by a claim that finds nothing, or by an attempt just deciding,
             # comes back within milliseconds; without this wait, that job and every next
@@ -61,10 +65,13 @@ class FirstAttempts(DispatcherState):
             await self._slots.acquire()  # a free slot: this does not wait
         cfg = self.provider_configs.get(provider)
         contract = self.catalog.get(job.contract) if job is not None else None
+        deadline_s = cfg.timeout if cfg is not None else DEFAULT_DEADLINE
+        if job is not None and job.deadline_s is not None:
+            deadline_s = min(deadline_s, job.deadline_s)  # never past the job's deadline
         return ClaimSpec(
             worker_id=self.worker_id,
             lease_ttl=self.config.lease_ttl,
-            deadline_s=cfg.timeout if cfg is not None else DEFAULT_DEADLINE,
+            deadline_s=deadline_s,
             meanwhile=(
                 Prompt(contract, job.input)
                 if job is not None and contract and self.settings.shortcuts.prompt_meanwhile

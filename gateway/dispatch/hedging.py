@@ -2,8 +2,10 @@
 
 A hedge starts only when the route sets ``hedge_after_s``, the contract is ``hedgeable``,
 ``max_attempts >= 2``, a fallback is certified and the attempt is the job's ``initial``
-one (``Routes.hedge_target``). The store refuses it (R4) while any attempt is ``starting``
-or ``unknown``, and once the job is decided; both attempts then race through R5.
+one (``Routes.hedge_target``), and never into a provider that cannot take a call now (its
+circuit open, paused, paced out: ``Capacity.blocked``). The store refuses it (R4) while
+any attempt is ``starting``, ``waiting`` or ``unknown``, and once the job is decided; both
+attempts then race through R5.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 
+from gateway.capacity.gate import Capacity
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import ContractSpec, JobStore
 from gateway.domain.records import AddAttemptOutcome, AttemptRecord, JobRecord
@@ -33,12 +36,14 @@ class Hedging:
         settings: Settings,
         routes: Routes,
         catalog: Mapping[str, ContractSpec],
+        capacity: Capacity,
         stopping: asyncio.Event,
     ) -> None:
         self.store = store
         self.settings = settings
         self.routes = routes
         self.catalog = catalog
+        self.capacity = capacity
         self._stopping = stopping
 
     async def hedge(self, job: JobRecord, attempt: AttemptRecord, done: asyncio.Event) -> None:
@@ -53,6 +58,10 @@ class Hedging:
         if target is None:
             return  # the certificate was withdrawn while we waited
         ids = {"job_id": job.id, "attempt_id": attempt.id}
+        if target in self.capacity.blocked():
+            # Never into an open circuit, a pause or a spent pace: it would only wait.
+            log.info("hedge skipped: its provider cannot take a call now", extra=ids)
+            return
         try:
             res = await self.store.add_attempt(
                 job.id, target, AttemptReason.HEDGE, allow_running=True

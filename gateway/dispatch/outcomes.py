@@ -5,7 +5,10 @@
 - a definite failure, or an answer that breaks the contract: ``fail``; the attempt
   ``failed``, and the store adds one on the next effective fallback (R6), if any;
 - a timeout, a broken connection, an ambiguous status: ``unknown``; nothing automatic
-  follows (R3).
+  follows (R3);
+- the provider said not now (a rate limit, an overload), or could not take the call and
+  it was not sent: ``not_now`` (issue 43); the attempt waits (``waiting``), fails over
+  at once, or the job fails with ``job_deadline`` (``gateway.domain.capacity``).
 
 A write the database cannot take is tried again (``database_away``). Each counts the
 attempt's metrics and logs one line.
@@ -14,14 +17,17 @@ attempt's metrics and logs one line.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from gateway.capacity.gate import Capacity
 from gateway.dispatch.database_away import late_answer, persist
 from gateway.dispatch.routing import Routes, SkippedFallback, record_skipped
-from gateway.domain.ports import JobStore
+from gateway.domain.capacity import Step, next_step
+from gateway.domain.ports import Clock, JobStore
 from gateway.domain.records import (
     AttemptRecord,
     FinalizeOutcome,
@@ -30,7 +36,9 @@ from gateway.domain.records import (
     TransitionOutcome,
     TransitionResult,
 )
+from gateway.domain.states import AttemptReason
 from gateway.metrics import AttemptOutcome, Metrics
+from gateway.notify import ChangeHub
 from gateway.settings import Settings
 from providers.base import ProviderResult
 from providers.config import ProviderConfig
@@ -52,6 +60,9 @@ class Outcomes:
         settings: Settings,
         metrics: Metrics,
         worker_id: str,
+        capacity: Capacity,
+        clock: Clock,
+        hub: ChangeHub,
     ) -> None:
         self.store = store
         self.routes = routes
@@ -60,6 +71,9 @@ class Outcomes:
         self.config = settings.dispatcher
         self.metrics = metrics
         self.worker_id = worker_id
+        self.capacity = capacity
+        self.clock = clock
+        self.hub = hub
 
     async def finalize(
         self,
@@ -149,13 +163,16 @@ class Outcomes:
         error: dict[str, Any],
         started: float,
         provider_s: float | None,
+        *,
+        fail_over: bool = True,
     ) -> JobRecord | None:
-        """Fail the attempt definitely and name the next effective fallback, if any (R6)."""
+        """Fail the attempt definitely and name the next effective fallback, if any (R6;
+        none when ``fail_over`` is false: the job's deadline has come)."""
         ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         skipped: list[SkippedFallback] = []
 
         async def record() -> TransitionResult:
-            fresh = await self.store.get_job(job.id)
+            fresh = await self.store.get_job(job.id) if fail_over else None
             next_provider, passed_over = (
                 self.routes.failover(fresh, attempt) if fresh is not None else (None, [])
             )
@@ -217,6 +234,82 @@ class Outcomes:
             extra={
                 **ids,
                 "reason": error.get("reason"),
+                "transition": res.outcome.value,
+            },
+        )
+        return res.job
+
+    async def not_now(
+        self,
+        job: JobRecord,
+        attempt: AttemptRecord,
+        wait_s: float,
+        error: dict[str, Any],
+        started: float,
+        provider_s: float | None,
+    ) -> JobRecord | None:
+        """The provider cannot take the attempt for ``wait_s`` seconds (it said so in
+        ``error``, or it was not sent): wait, fail over, or expire (issue 43).
+
+        A hedge never waits: it fails (the attempt it races is still out). Otherwise
+        ``domain.capacity.next_step`` decides, with the job as it stands now: a certified
+        fallback that can take the call now is taken at once when the wait is over
+        ``patience`` or the provider's circuit is open; a wait the job's deadline would
+        not see the end of fails the job (``job_deadline``); anything else waits.
+        """
+        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
+        reason = str(error.get("capacity") or error.get("reason") or "not_now")
+        self.metrics.capacity.waited(attempt.provider, reason)
+        if attempt.reason is AttemptReason.HEDGE:
+            return await self.fail(job, attempt, error, started, provider_s)
+        config = self.settings.capacity
+        fresh = await self.store.get_job(job.id)
+        if fresh is None:
+            return None
+        target, _ = self.routes.failover(fresh, attempt)
+        blocked = self.capacity.blocked()
+        can_fail_over = target is not None and blocked.get(target, 0.0) <= config.patience
+        now = self.clock.now()
+        step = next_step(
+            wait_s,
+            now=now,
+            job_deadline=fresh.deadline_at,
+            can_fail_over=can_fail_over,
+            patience=0.0 if reason == "circuit_open" else config.patience,
+        )
+        if step is Step.FAILOVER:
+            moved_on = {**error, "failover": "capacity"}
+            return await self.fail(job, attempt, moved_on, started, provider_s)
+        if step is Step.EXPIRE:
+            expired = {
+                "outcome": "definite",
+                "reason": "job_deadline",
+                "message": (
+                    f"{attempt.provider} cannot take the call for {wait_s:.1f}s, past the "
+                    "job's deadline"
+                ),
+                "previous": error,
+            }
+            return await self.fail(job, attempt, expired, started, provider_s, fail_over=False)
+        ready_at = now + dt.timedelta(seconds=wait_s)
+
+        def record() -> Awaitable[TransitionResult]:
+            return self.store.wait_attempt(
+                attempt.id, self.worker_id, ready_at=ready_at, error=error
+            )
+
+        try:
+            res = await record()
+        except Exception as exc:
+            res = await persist(self.store, self.config.decision_retry, "wait", record, exc)
+        # This process's runners look again when the wait is over (others poll).
+        asyncio.get_running_loop().call_later(wait_s, self.hub.publish_attempt)
+        log.info(
+            "attempt waits for capacity",
+            extra={
+                **ids,
+                "reason": reason,
+                "wait_s": round(wait_s, 3),
                 "transition": res.outcome.value,
             },
         )

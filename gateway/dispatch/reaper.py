@@ -1,4 +1,5 @@
-"""The reaper: running attempts whose lease expired become ``unknown``, never run again.
+"""The reaper: running attempts whose lease expired become ``unknown``, never run again;
+jobs whose deadline passed while they waited end ``failed`` (``job_deadline``).
 
 Each process runs it every ``reap_interval``. A worker killed mid-call may have reached
 the provider, so its attempt is not failed and not re-sent (R3): it waits for a person or
@@ -27,11 +28,21 @@ class Reaping(DispatcherState):
             try:
                 await self.store.release_unsent()
                 await self.reap_once()
+                await self.expire_once()
                 await self.metrics.refresh(self.store)
+                self.metrics.capacity.show(self.capacity.states())
             except Exception as exc:
                 if not self.store.unavailable(exc, "reaper"):
                     log.exception("reaper failed", extra={"worker_id": self.worker_id})
             await self._rest(self.config.reap_interval)
+
+    async def expire_once(self) -> list[str]:
+        """Fail the jobs whose deadline passed while an attempt was still unsent; return
+        those attempts' ids (``job_deadline``: nothing is sent for them after it)."""
+        expired = await self.store.expire_overdue()
+        for _ in expired:
+            self.metrics.capacity.expired()
+        return expired
 
     async def reap_once(self) -> list[AttemptRecord]:
         """Turn running attempts whose lease expired into ``unknown``; return them."""

@@ -21,6 +21,9 @@ log = logging.getLogger("gateway.dispatcher")
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
 #: Polls in a row that may pass while every slot is busy before one waits for a slot.
 MAX_SKIPPED_LOOKS = 3
+#: Seconds past a held provider's wait before the queue is looked at again (its pace
+#: has a call's worth again by then, whatever the clocks' resolution).
+HELD_SLACK = 0.002
 
 
 class RunnerLoops(DispatcherState):
@@ -58,11 +61,14 @@ class RunnerLoops(DispatcherState):
                     except BaseException:
                         self._slots.release()
                         raise
-                    # Found one: the next runner looks again at once. Found none: wait.
+                    # Found one: the next runner looks again at once. Found none: wait,
+                    # and no longer than until a provider held back can take a call.
                     self._maybe_queued = claimed is not None
                     if claimed is None:
                         self._slots.release()
-                        self._maybe_queued = await self.hub.wait_attempt(self.config.poll_interval)
+                        look = min([self.config.poll_interval, *self._held.values()])
+                        woken = await self.hub.wait_attempt(look + HELD_SLACK)
+                        self._maybe_queued = woken or bool(self._held)
                         continue
                 try:
                     await self._attempts.execute(claimed, began)
@@ -74,13 +80,21 @@ class RunnerLoops(DispatcherState):
                 await self._rest(ERROR_PAUSE)
 
     async def _claim(self) -> tuple[ClaimedAttempt | None, float]:
-        """Claim the oldest ``starting`` attempt; return it and when the claim began."""
+        """Claim the first attempt of the queue; return it and when the claim began.
+
+        Not one of a provider held back (``Capacity.held``: paced, or paused for less than
+        ``patience``): its attempts wait in line, costing nothing, rather than being
+        claimed only to be put back. One held longer, or behind an open circuit, is
+        claimed: it fails over, or its wait is written (``Outcomes.not_now``).
+        """
         deadlines = {name: cfg.timeout for name, cfg in self.provider_configs.items()}
+        self._held = self.capacity.held(self.settings.capacity.patience)
         began = time.perf_counter()  # the claim's transaction is part of the overhead
         claimed = await self.store.claim_next_attempt(
             self.worker_id,
             lease_ttl=self.config.lease_ttl,
             deadline_s=deadlines,
             default_deadline_s=DEFAULT_DEADLINE,
+            exclude=list(self._held),
         )
         return claimed, began

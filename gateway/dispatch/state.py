@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 
+from gateway.capacity.gate import Capacity
 from gateway.dispatch.attempt import AttemptExecutor
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import SystemClock
@@ -42,6 +43,7 @@ class DispatcherState:
         metrics: Metrics,
         clock: Clock | None = None,
         worker_id: str,
+        capacity: Capacity | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -54,6 +56,8 @@ class DispatcherState:
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
         self.worker_id = worker_id
+        #: What this process knows of its providers' capacity (pacing, pauses, circuits).
+        self.capacity = capacity or Capacity(provider_configs, settings.capacity)
         self._stopping = asyncio.Event()
         self._runners: list[asyncio.Task[None]] = []
         self._reaper: asyncio.Task[None] | None = None
@@ -65,6 +69,8 @@ class DispatcherState:
         #: true at start, after a wake-up and after a claim that found one.
         self._maybe_queued = True
         self._skipped_looks = 0  # polls in a row that found every slot busy and passed
+        #: Providers the last claim held back (``Capacity.held``), with their waits.
+        self._held: dict[str, float] = {}
         self._local: set[asyncio.Task[JobRecord | None]] = set()
         self.routes = Routes(settings, catalog, provider_configs, certifications)
         self._attempts = AttemptExecutor(
@@ -78,6 +84,8 @@ class DispatcherState:
             clock=self.clock,
             worker_id=worker_id,
             stopping=self._stopping,
+            capacity=self.capacity,
+            hub=hub,
         )
 
     async def _rest(self, seconds: float) -> None:

@@ -24,6 +24,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from gateway.domain.capacity import CapacityNews, SharedCapacity
 from gateway.domain.records import (
     AddAttemptResult,
     AttemptRecord,
@@ -229,11 +230,46 @@ class JobStore(ApiKeys, Protocol):
         lease_ttl: float,
         deadline_s: dict[str, float],
         default_deadline_s: float,
+        exclude: Sequence[str] = (),
     ) -> ClaimedAttempt | None:
-        """Claim the oldest ``starting`` attempt: ``running``, with a lease and a deadline.
+        """Claim the first unsent attempt in line (``starting``, or ``waiting`` past its
+        ``ready_at``), none of a provider in ``exclude``, none of a job past its deadline:
+        ``running``, with a lease and a deadline (never past the job's).
 
         Records ``read_version`` from the job. ``deadline_s`` maps provider -> seconds.
         """
+        ...
+
+    async def wait_attempt(
+        self,
+        attempt_id: str,
+        worker_id: str,
+        *,
+        ready_at: dt.datetime,
+        error: dict[str, Any],
+    ) -> TransitionResult:
+        """Put this worker's running attempt back to wait for capacity until ``ready_at``
+        (``waiting``, no lease), with an ``attempt_waiting`` event (issue 43)."""
+        ...
+
+    async def expire_overdue(self, limit: int = 100) -> list[str]:
+        """Fail jobs whose deadline passed while an attempt was still unsent
+        (``job_deadline``); return those attempts' ids."""
+        ...
+
+    async def queue_depth(self) -> dict[str, dict[str, int]]:
+        """Count unsent attempts by provider and state (``starting``, ``waiting``)."""
+        ...
+
+    async def share_capacity(
+        self,
+        instance_id: str,
+        members: Sequence[str],
+        seen_until: dt.datetime,
+        news: Sequence[CapacityNews] = (),
+    ) -> list[SharedCapacity]:
+        """Renew this process's slice of the providers it paces, publish what it learned of
+        their capacity, and return what every process knows (``gateway.store.capacity``)."""
         ...
 
     async def renew_lease(self, attempt_id: str, worker_id: str, *, lease_ttl: float) -> bool:

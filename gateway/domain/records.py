@@ -38,6 +38,12 @@ class AttemptRecord:
     reconciler: dict[str, Any] | None = None
     #: The model the provider reported for the answer (None: none, or not answered).
     reported_model: str | None = None
+    #: Its place in the claim queue: for ``waiting``, the time before which it is not
+    #: sent again; for ``starting``, when it was queued, later for an owner with many
+    #: jobs queued so that other owners' jobs go between theirs (None: not queued).
+    ready_at: dt.datetime | None = None
+    #: How many times its provider said not now to it (its backoff's exponent).
+    waits: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +66,9 @@ class JobRecord:
     created_at: dt.datetime
     updated_at: dt.datetime
     attempts: tuple[AttemptRecord, ...] = ()
+    #: Past this time nothing more is sent for the job, and a job still waiting for
+    #: capacity fails with ``job_deadline`` (None: no deadline, a job from before them).
+    deadline_at: dt.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,6 +94,12 @@ class NewJob:
     provider: str  #: the effective primary
     requested_provider: str | None  #: what the client named, if anything
     input: Any
+    #: Seconds the job may take from its creation (the route's, or shorter if the client
+    #: asked: not part of the fingerprint, a replay ignores it); None: no deadline.
+    deadline_s: float | None = None
+    #: Seconds after its creation its first attempt takes its place in the claim queue
+    #: (its owner's fair share: ``gateway.service.fairness``); 0 for most jobs.
+    queue_delay_s: float = 0.0
 
 
 class CreateOutcome(enum.StrEnum):

@@ -26,6 +26,10 @@ class AttemptState(enum.StrEnum):
     CANCELLED = "cancelled"
     #: Outcome not known (timeout, broken connection, 502/504, lease expired).
     UNKNOWN = "unknown"
+    #: Not in flight: the provider said not now (a rate limit, an overload) before doing
+    #: anything, or its capacity was known to be spent; sent again no earlier than its
+    #: ``ready_at``, holding no runner and no lease meanwhile (issue 43).
+    WAITING = "waiting"
 
     @property
     def terminal(self) -> bool:
@@ -34,13 +38,27 @@ class AttemptState(enum.StrEnum):
 
     @property
     def blocks_new_attempts(self) -> bool:
-        """Say whether this state forbids any new attempt on the job (R4)."""
+        """Say whether this state forbids any new attempt on the job (R4).
+
+        ``waiting`` forbids the automatic ones (a failover, a hedge), but a manual attempt
+        supersedes it: nothing of it is in flight (``guards.blocking_attempt``).
+        """
         return self in (AttemptState.STARTING, AttemptState.UNKNOWN)
+
+    @property
+    def unsent(self) -> bool:
+        """Say whether nothing of this attempt is in flight and it may still be sent: a
+        decided job cancels it (``UNSENT_STATES``)."""
+        return self in UNSENT_STATES
 
 
 TERMINAL_ATTEMPT_STATES = frozenset(
     {AttemptState.SUCCEEDED, AttemptState.LOST, AttemptState.FAILED, AttemptState.CANCELLED}
 )
+#: Attempts that may still be sent and have nothing in flight: queued (``starting``) or
+#: waiting for capacity. A runner claims them; a job's decision cancels them. Every store
+#: statement that claims or cancels unsent attempts names these (``store.rows.UNSENT``).
+UNSENT_STATES = (AttemptState.STARTING, AttemptState.WAITING)
 
 #: Every allowed attempt transition: from-state -> the states it may move to.
 ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
@@ -53,7 +71,21 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
         }
     ),
     AttemptState.RUNNING: frozenset(
-        {AttemptState.SUCCEEDED, AttemptState.LOST, AttemptState.FAILED, AttemptState.UNKNOWN}
+        {
+            AttemptState.SUCCEEDED,
+            AttemptState.LOST,
+            AttemptState.FAILED,
+            AttemptState.UNKNOWN,
+            # The provider said not now before doing anything: it waits, to be sent again.
+            AttemptState.WAITING,
+        }
+    ),
+    AttemptState.WAITING: frozenset(
+        {
+            AttemptState.RUNNING,  # claimed again once its ``ready_at`` passed
+            AttemptState.CANCELLED,  # the job was decided or cancelled, or superseded
+            AttemptState.FAILED,  # the job's deadline passed while it waited
+        }
     ),
     # Only out-of-band resolution leaves `unknown`; `succeeded` still goes through R5.
     AttemptState.UNKNOWN: frozenset(
@@ -79,7 +111,7 @@ def sources_of(target: AttemptState) -> frozenset[AttemptState]:
 class JobStatus(enum.StrEnum):
     """Where the user's intention stands, summed over its attempts."""
 
-    #: An attempt is waiting to be claimed.
+    #: An attempt is waiting to be claimed, or waiting for its provider's capacity.
     QUEUED = "queued"
     #: An attempt is in flight.
     RUNNING = "running"
@@ -129,7 +161,7 @@ def job_status_for(states: list[AttemptState], decided: JobStatus | None = None)
         return JobStatus.UNKNOWN
     if AttemptState.RUNNING in states:
         return JobStatus.RUNNING
-    if AttemptState.STARTING in states:
+    if AttemptState.STARTING in states or AttemptState.WAITING in states:
         return JobStatus.QUEUED
     if AttemptState.SUCCEEDED in states:
         return JobStatus.SUCCEEDED

@@ -28,6 +28,10 @@ class CreateJobBody(msgspec.Struct, forbid_unknown_fields=True):
     input: Any
     #: The primary provider; omitted or null: the contract route's primary.
     provider: str | None = None
+    #: Seconds the job may take (at most the route's ``job_deadline_s``, its default):
+    #: nothing is sent for it after that. Not part of the request's fingerprint: a retry
+    #: that sends another value (or none) replays the same job, deadline and all.
+    deadline_s: float | None = None
 
 
 class AttemptBody(msgspec.Struct, forbid_unknown_fields=True):

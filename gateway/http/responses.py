@@ -83,7 +83,7 @@ def error_response(error: GatewayError) -> Response[Any]:
 
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Turn any exception into a problem; only real bugs become 500 (and are logged)."""
-    if isinstance(exc, GatewayError) and exc.status < 500:
+    if isinstance(exc, GatewayError) and exc.status != 500:  # a 503 queue-full too
         return error_response(exc)
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         cls = _FRAMEWORK_ERRORS.get(exc.status_code)

@@ -31,6 +31,23 @@ class AttemptView(Strict):
     #: RFC 3339 UTC, e.g. ``2026-03-03T09:15:00.000Z``.
     started_at: str | None
     finished_at: str | None
+    #: A ``waiting`` attempt is not sent again before this time; null otherwise.
+    ready_at: str | None
+    #: How many times its provider said not now to it (each a wait, not a new attempt).
+    waits: int
+
+
+class WaitingView(Strict):
+    """Why a job waits for capacity, and until when (its waiting attempt's)."""
+
+    attempt_id: str
+    provider: str
+    #: ``rate_limited``, ``overloaded`` (the provider said so), or why it was not sent:
+    #: ``paced``, ``paused``, ``circuit_open``, ``concurrency``.
+    reason: str
+    #: Not sent again before this time (RFC 3339 UTC).
+    until: str | None
+    waits: int
 
 
 class JobView(Strict):
@@ -49,6 +66,11 @@ class JobView(Strict):
     error: dict[str, Any] | None
     created_at: str | None
     updated_at: str | None
+    #: Nothing is sent for the job after this time; a job still waiting for capacity
+    #: then fails with ``job_deadline`` (null: a job from before deadlines).
+    deadline_at: str | None
+    #: Set while the job waits for its provider's capacity: why, and until when.
+    waiting: WaitingView | None
     attempts: list[AttemptView]
 
 

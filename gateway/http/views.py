@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from gateway.domain.records import AttemptRecord, EventRecord, JobRecord
+from gateway.domain.states import AttemptState
 
 
 def timestamp(value: dt.datetime | None) -> str | None:
@@ -30,7 +31,26 @@ def attempt_view(attempt: AttemptRecord) -> dict[str, Any]:
         "error": attempt.error,
         "started_at": timestamp(attempt.started_at),
         "finished_at": timestamp(attempt.finished_at),
+        "ready_at": (
+            timestamp(attempt.ready_at) if attempt.state is AttemptState.WAITING else None
+        ),
+        "waits": attempt.waits,
     }
+
+
+def waiting_view(job: JobRecord) -> dict[str, Any] | None:
+    """Say why a job waits for capacity and until when (None: it does not)."""
+    for attempt in job.attempts:
+        if attempt.state is AttemptState.WAITING:
+            error = attempt.error or {}
+            return {
+                "attempt_id": attempt.id,
+                "provider": attempt.provider,
+                "reason": str(error.get("capacity") or error.get("reason") or "not_now"),
+                "until": timestamp(attempt.ready_at),
+                "waits": attempt.waits,
+            }
+    return None
 
 
 def admin_attempt_view(attempt: AttemptRecord, job: JobRecord | None = None) -> dict[str, Any]:
@@ -76,6 +96,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "error": job.error,
         "created_at": timestamp(job.created_at),
         "updated_at": timestamp(job.updated_at),
+        "deadline_at": timestamp(job.deadline_at),
+        "waiting": waiting_view(job),
         "attempts": [attempt_view(a) for a in job.attempts],
     }
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.capacity.gate import Capacity
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
     Certifications,
@@ -24,6 +25,7 @@ from gateway.domain.records import JobRecord, Principal
 from gateway.errors import Forbidden, NotFound, UnknownProvider
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
+from gateway.service.admission import FairPlaces, QueueAdmission
 from gateway.settings import Settings
 from providers.config import ProviderConfig
 
@@ -58,6 +60,7 @@ class ServiceBase:
         certifications: Certifications | None = None,
         hub: ChangeHub | None = None,
         metrics: Metrics | None = None,
+        capacity: Capacity | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -65,6 +68,12 @@ class ServiceBase:
         self.certifications: Certifications = certifications or NoCertifications()
         self.hub = hub
         self.metrics = metrics or Metrics()
+        #: What this process knows of its providers' capacity (the dispatcher's, when it
+        #: runs here; shown by ``/readyz`` and the console).
+        self.capacity = capacity or Capacity(settings.providers, settings.capacity)
+        #: Whether a new job may be queued, and each owner's place in line (issue 43).
+        self.admission = QueueAdmission(settings.admission)
+        self.places = FairPlaces()
         self.routes = Routes(
             settings,
             catalog,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import Any
 
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
@@ -29,11 +30,13 @@ from gateway.errors import (
     BadRequest,
     InvalidInput,
     NotFound,
+    QueueFull,
     Unauthorized,
     UnknownContract,
     UnknownProvider,
 )
 from gateway.service.base import ServiceBase, check_id
+from gateway.settings import DEFAULT_JOB_DEADLINE
 
 MAX_PAGE = 100  # jobs per page
 #: What refusing an unknown or revoked API key says (``require_key``).
@@ -50,16 +53,23 @@ class Jobs(ServiceBase):
         self._runner = runner
 
     def new_job(
-        self, idempotency_key: str, name: str, input_: Any, requested: str | None = None
+        self,
+        idempotency_key: str,
+        name: str,
+        input_: Any,
+        requested: str | None = None,
+        deadline_s: float | None = None,
     ) -> NewJob:
         """Validate what a caller asks for; return it as a ``NewJob`` of no owner yet.
 
         The owner is the API key's, filled in by ``create_job_for_key``. The HTTP route
         calls this before the key is checked, so it must answer a refusal only once
-        ``require_key`` has passed.
+        ``require_key`` has passed. ``deadline_s``: the client's own deadline for the job,
+        at most the route's (``job_deadline_s``); not part of the fingerprint.
         """
         contract = self._contract(name)
         primary = self._primary(name, requested)
+        deadline = self._deadline(name, deadline_s)
         errors = contract.validate_input(input_)
         if errors:
             raise InvalidInput(f"input is not valid for {name}", errors=errors)
@@ -75,6 +85,7 @@ class Jobs(ServiceBase):
             provider=primary,
             requested_provider=requested,
             input=input_,
+            deadline_s=deadline,
         )
 
     async def create_job_for_key(self, secret: str, new: NewJob) -> CreateResult:
@@ -86,7 +97,13 @@ class Jobs(ServiceBase):
         PostgreSQL in the creating statement itself, so it costs no round trip of its
         own), and it is still read on every request: a revoked key is refused at once.
         """
+        if self.admission.full:
+            return await self._create_when_full(secret, new)
+        place = self.places.place(secret, time.monotonic())
+        if place:
+            new = dataclasses.replace(new, queue_delay_s=place)
         result = await self._create(new, secret)
+        self.places.owner_is(secret, result.job.owner_id)
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
@@ -94,6 +111,40 @@ class Jobs(ServiceBase):
         else:
             self.metrics.job_conflicted()
         return result
+
+    async def _create_when_full(self, secret: str, new: NewJob) -> CreateResult:
+        """The queue is full: answer a key that already made a job as always (a replay or
+        a conflict), and refuse a new job without writing anything (``QueueFull``)."""
+        principal = await self.require_key(secret)
+        if await self.store.get_job_by_key(principal.owner_id, new.idempotency_key) is None:
+            self.metrics.capacity.refused("queue_full")
+            raise QueueFull(
+                f"{self.admission.depth} jobs are waiting to be sent (the limit is "
+                f"{self.settings.admission.max_queued}); nothing was created. Retry later "
+                "with the same Idempotency-Key.",
+                retry_after=self.settings.admission.retry_after,
+            )
+        result = await self._create_as_owner(secret, new, None)
+        if result.outcome is CreateOutcome.REPLAYED:
+            self.metrics.job_replayed()
+        elif result.outcome is CreateOutcome.CONFLICT:
+            self.metrics.job_conflicted()
+        else:  # the key's job went away meanwhile (retention): created after all
+            self.metrics.job_created()
+        return result
+
+    def _deadline(self, contract: str, asked: float | None) -> float:
+        """The job's deadline: the route's, or the client's when it asks for a shorter one."""
+        route = self.settings.route_for(contract)
+        default = route.job_deadline_s if route is not None else DEFAULT_JOB_DEADLINE
+        if asked is None:
+            return default
+        if not 0 < asked <= default:
+            raise InvalidInput(
+                f"deadline_s must be more than 0 and at most {default:g} seconds "
+                f"(the route's job deadline for {contract})."
+            )
+        return float(asked)
 
     async def authenticate(self, secret: str) -> Principal | None:
         """Return the principal of an unrevoked API key, or None."""

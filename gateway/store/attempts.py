@@ -56,10 +56,17 @@ class Attempts:
                     {"why": f"job {job.status.value}", "reason": reason.value},
                 )
                 return AddAttemptResult(AddAttemptOutcome.CLOSED, job=job)
-            blocker = blocking_attempt(job.attempts, allow_running=allow_running)
+            manual = reason is AttemptReason.MANUAL
+            blocker = blocking_attempt(
+                job.attempts, allow_running=allow_running, supersede_waiting=manual
+            )
             if blocker is not None:
                 await tx.refused(job_id, blocker, reason)
                 return AddAttemptResult(AddAttemptOutcome.BLOCKED, blocking=blocker, job=job)
+            if manual:
+                # An attempt waiting for its provider's capacity has nothing in flight:
+                # the client's button replaces it rather than waiting behind it.
+                await tx.cancel_waiting(job_id)
             if job.status is JobStatus.FAILED:
                 # Reopening a failed job is a decision: it changes the version.
                 await conn.execute(

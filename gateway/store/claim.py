@@ -1,8 +1,10 @@
 """Claiming an attempt (R7), and what becomes of a claim that was never used.
 
-A claim moves the oldest ``starting`` attempt to ``running`` with a lease and a deadline,
-atomically: PostgreSQL locks it with ``FOR UPDATE SKIP LOCKED`` (two processes never
-claim one attempt, and never wait on each other), SQLite's write lock serializes claims.
+A claim moves the first unsent attempt of the queue (``starting``, or ``waiting`` for
+capacity with its ``ready_at`` passed, in ``ready_at`` order) to ``running`` with a lease
+and a deadline, atomically: PostgreSQL locks it with ``FOR UPDATE SKIP LOCKED`` (two
+processes never claim one attempt, and never wait on each other), SQLite's write lock
+serializes claims.
 
 Never sent is never ``unknown``. An attempt claimed by a creating statement that got no
 answer (the database went away with it) was never handed to a runner; the process that
@@ -17,16 +19,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
 from gateway.domain.records import ClaimedAttempt
 from gateway.store.database import Database
 from gateway.store.rows import DECIDED, A, attempt_record, job_record, naive_utc
-from gateway.store.tables import attempts, jobs
+from gateway.store.tables import UNSENT_CONDITION, attempts, jobs
 from gateway.store.transaction import Stale
 
 log = logging.getLogger("onejob.store")
+
+#: The claim queue's condition, spelled as its partial index is (``tables``): a planner
+#: takes that index only for a condition it can see implies the index's, which a bound
+#: parameter list would hide.
+IN_QUEUE = sa.text(f"attempts.{UNSENT_CONDITION}")
 
 
 class UnsentClaims:
@@ -65,8 +73,15 @@ class Claiming:
         lease_ttl: float,
         deadline_s: dict[str, float],
         default_deadline_s: float,
+        exclude: Sequence[str] = (),
     ) -> ClaimedAttempt | None:
-        """Claim the oldest ``starting`` attempt: ``running``, leased, with a deadline.
+        """Claim the first unsent attempt in the queue: ``running``, leased, with a deadline.
+
+        The queue is the unsent attempts in ``ready_at`` order: ``starting`` ones, and
+        ``waiting`` ones whose ``ready_at`` has passed; none of a provider in ``exclude``
+        (one this process cannot call now: paced, paused, its circuit open), none of a job
+        past its deadline (the reaper fails those). The call's deadline is the provider's
+        timeout, or what is left of the job's deadline when that is sooner.
 
         A claim whose transaction fails once it chose its attempt may still have committed
         (its COMMIT went out and its answer was lost): nobody runs that attempt, so it is
@@ -76,7 +91,7 @@ class Claiming:
         chosen: list[tuple[str, dt.datetime]] = []
         try:
             claimed = await self._claim(
-                worker_id, lease_ttl, deadline_s, default_deadline_s, chosen
+                worker_id, lease_ttl, deadline_s, default_deadline_s, exclude, chosen
             )
         except Stale:
             return None
@@ -94,33 +109,49 @@ class Claiming:
         lease_ttl: float,
         deadline_s: dict[str, float],
         default_deadline_s: float,
+        exclude: Sequence[str],
         chosen: list[tuple[str, dt.datetime]],
     ) -> ClaimedAttempt | None:
         async with self.db.write() as tx:
             conn = tx.conn
+            now = self.db.now()
             # Lock the attempt and its job together and skip either if someone holds it, so
             # a claim never waits behind (or deadlocks with) a cancel or a finalize.
             pick = (
-                sa.select(attempts.c.id, attempts.c.job_id, attempts.c.provider)
+                sa.select(
+                    attempts.c.id,
+                    attempts.c.job_id,
+                    attempts.c.provider,
+                    attempts.c.state,
+                    jobs.c.deadline_at,
+                )
                 .join(jobs, jobs.c.id == attempts.c.job_id)
-                .where(attempts.c.state == A.STARTING.value, jobs.c.status.not_in(DECIDED))
-                .order_by(attempts.c.created_at, attempts.c.id)
+                .where(
+                    IN_QUEUE,
+                    sa.or_(attempts.c.state == A.STARTING.value, attempts.c.ready_at <= now),
+                    jobs.c.status.not_in(DECIDED),
+                    sa.or_(jobs.c.deadline_at.is_(None), jobs.c.deadline_at > now),
+                )
+                .order_by(attempts.c.ready_at, attempts.c.id)
                 .limit(1)
             )
+            if exclude:
+                pick = pick.where(attempts.c.provider.not_in(list(exclude)))
             pick = self.db.skip_locked(pick, of=[attempts, jobs])
             candidate = (await conn.execute(pick)).one_or_none()
             if candidate is None:
                 return None
-            now = self.db.now()
             chosen.append((candidate.id, now))  # the claim below writes ``started_at=now``
             deadline = now + dt.timedelta(
                 seconds=deadline_s.get(candidate.provider, default_deadline_s)
             )
+            if candidate.deadline_at is not None:
+                deadline = min(deadline, candidate.deadline_at)
             version = sa.select(jobs.c.version).where(jobs.c.id == attempts.c.job_id)
             row = (
                 await conn.execute(
                     attempts.update()
-                    .where(attempts.c.id == candidate.id, attempts.c.state == A.STARTING.value)
+                    .where(attempts.c.id == candidate.id, attempts.c.state == candidate.state)
                     .values(
                         state=A.RUNNING.value,
                         read_version=version.scalar_subquery(),
@@ -239,6 +270,7 @@ class Claiming:
                     "deadline_at": None,
                     "started_at": None,
                     "error": None,
+                    "ready_at": self.db.now(),
                 },
                 extra_where=claim,
             )

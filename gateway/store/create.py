@@ -65,11 +65,12 @@ log = logging.getLogger("onejob.store")
 #: The columns a creation inserts a job and its first attempt with (one job, or a batch).
 INSERT_JOB = (
     "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,"
-    " requested_provider, input, status, version, created_at, updated_at)"
+    " requested_provider, input, status, version, created_at, updated_at, deadline_at)"
 )
 INSERT_ATTEMPT = (
     "INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,"
-    " lease_owner, lease_expires_at, deadline_at, downstream_key, created_at, started_at)"
+    " lease_owner, lease_expires_at, deadline_at, downstream_key, created_at, started_at,"
+    " ready_at)"
 )
 
 
@@ -105,19 +106,19 @@ def _create(by_key: bool) -> str:
     return f"""
 WITH {key}job AS (
   {INSERT_JOB}
-  SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10{from_key}
+  SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10, $18::timestamp{from_key}
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
   RETURNING *
 ), attempt AS (
   {INSERT_ATTEMPT}
   SELECT $11, job.id, 1, job.provider, 'initial', $12, $13, $14, $15, $16,
-         job.id || '/1', $10, $17
+         job.id || '/1', $10, $17, $19::timestamp
   FROM job
   RETURNING *
 ), events AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
   SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
-  FROM attempt, unnest($18::varchar[], $19::varchar[], $20::jsonb[]) AS e(attempt_id, kind, detail)
+  FROM attempt, unnest($20::varchar[], $21::varchar[], $22::jsonb[]) AS e(attempt_id, kind, detail)
 ), old AS (
   SELECT jobs.* FROM jobs{and_key}
   WHERE jobs.owner_id = {owner} AND jobs.idempotency_key = $3
@@ -200,6 +201,9 @@ def first_attempt(
         "downstream_key": f"{job_id}/1",
         "created_at": now,
         "started_at": None,
+        # Its place in the claim queue (its owner's fair share: ``NewJob.queue_delay_s``).
+        "ready_at": now + dt.timedelta(seconds=new.queue_delay_s) if new.queue_delay_s else now,
+        "waits": 0,
     }
     created = {"number": 1, "provider": new.provider, "reason": AttemptReason.INITIAL.value}
     events: list[tuple[str, str, dict[str, Any], str | None]] = [
@@ -220,6 +224,11 @@ def first_attempt(
     return values, events
 
 
+def job_deadline(new: NewJob, now: dt.datetime) -> dt.datetime | None:
+    """When nothing more is sent for a job created ``now`` (None: no deadline)."""
+    return None if new.deadline_s is None else now + dt.timedelta(seconds=new.deadline_s)
+
+
 def job_values(
     new: NewJob, owner_id: str, job_id: str, now: dt.datetime, claim: ClaimSpec | None
 ) -> dict[str, Any]:
@@ -237,6 +246,7 @@ def job_values(
         "version": 1,
         "created_at": now,
         "updated_at": now,
+        "deadline_at": job_deadline(new, now),
     }
 
 
@@ -350,6 +360,8 @@ class PostgresCreation:
             values["lease_expires_at"],
             values["deadline_at"],
             values["started_at"],
+            job_deadline(new, now),
+            values["ready_at"],
             [attempt for _, _, _, attempt in events],
             [kind for _, kind, _, _ in events],
             [as_checked_json(scrub(detail)) for _, _, detail, _ in events],

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gateway.domain.ports import Clock, IdFactory
@@ -148,6 +149,10 @@ class Database:
         """The owner column as the listing indexes compare it."""
         return jobs.c.owner_id
 
+    def insert(self, table: sa.Table) -> Any:
+        """This database's INSERT of ``table``, with its ``ON CONFLICT`` clauses."""
+        return sqlite.insert(table)
+
     async def ping(self, timeout: float) -> None:
         """Return once the database answered within ``timeout`` seconds; raise otherwise."""
         async with asyncio.timeout(timeout), self.engine.connect() as conn:
@@ -199,6 +204,9 @@ class Postgres(Database):
     def owner(self) -> Column:
         """Under ``COLLATE "C"``: the listing indexes' (migration 0004)."""
         return super().owner().collate("C")
+
+    def insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
 
     async def alone(
         self,

@@ -37,13 +37,14 @@ from gateway.store.events import insert_events_sql
 from gateway.store.rows import (
     ATTEMPT_COLUMNS,
     JOB_COLUMNS,
+    UNSENT,
     A,
     as_json,
     job_of,
     job_record,
     prefixed,
 )
-from gateway.store.tables import attempts, jobs
+from gateway.store.tables import UNSENT_SQL, attempts, jobs
 from gateway.store.transaction import Stale, WriteTx
 
 log = logging.getLogger("onejob.store")
@@ -115,7 +116,7 @@ WITH j AS (
 ), unsent AS (
   UPDATE attempts SET state = 'cancelled', finished_at = $3,
                       error = '{{"reason": "job_decided_before_send"}}'::jsonb
-  WHERE job_id = (SELECT id FROM cas) AND state = 'starting'
+  WHERE job_id = (SELECT id FROM cas) AND state IN {UNSENT_SQL}
   RETURNING *
 ), events AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
@@ -237,7 +238,7 @@ class SqliteDecisions:
                 siblings = [
                     codec.attempt_row(a) for a in (await run(SQLITE_ATTEMPTS, (job_id,))).rows
                 ]
-                if any(a.state == A.STARTING.value for a in siblings):
+                if any(a.state in UNSENT for a in siblings):
                     raise _NotHere
         except _NotHere:
             return None
@@ -316,7 +317,7 @@ class Finalizing:
             detail = {"version": job_row.version, "provider": row.provider}
             await tx.event(job_id, "attempt_succeeded", detail, attempt_id)
             siblings = await tx.attempt_rows(job_id)
-            if any(a.state == A.STARTING.value for a in siblings):
+            if any(a.state in UNSENT for a in siblings):
                 await tx.cancel_unsent(job_id, "decided")
                 siblings = await tx.attempt_rows(job_id)
             decided = job_record(job_row, siblings)

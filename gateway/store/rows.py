@@ -22,7 +22,7 @@ from gateway.domain.records import (
     AttemptRecord,
     JobRecord,
 )
-from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.domain.states import UNSENT_STATES, AttemptReason, AttemptState, JobStatus
 from gateway.store.tables import attempts, job_events, jobs
 
 log = logging.getLogger("onejob.store")
@@ -30,6 +30,8 @@ log = logging.getLogger("onejob.store")
 A = AttemptState
 E = TypeVar("E", bound=enum.Enum)
 DECIDED = (JobStatus.SUCCEEDED.value, JobStatus.CANCELLED.value)
+#: Unsent attempts' states (``states.UNSENT_STATES``), as stored (SQL: ``tables.UNSENT_SQL``).
+UNSENT = tuple(s.value for s in UNSENT_STATES)
 MAX_LIST_LIMIT = 100
 
 
@@ -96,6 +98,8 @@ def attempt_record(row: Any) -> AttemptRecord:
         finished_at=aware_utc(row.finished_at),
         reconciler=row.reconciler,
         reported_model=row.reported_model,
+        ready_at=aware_utc(row.ready_at),
+        waits=row.waits or 0,
     )
 
 
@@ -122,6 +126,7 @@ def job_with(row: Any, attempts: tuple[AttemptRecord, ...]) -> JobRecord:
         created_at=aware_utc(row.created_at),  # type: ignore[arg-type]
         updated_at=aware_utc(row.updated_at),  # type: ignore[arg-type]
         attempts=attempts,
+        deadline_at=aware_utc(row.deadline_at),
     )
 
 

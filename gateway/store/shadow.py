@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.domain.clock import aware
 from gateway.domain.jsontext import scrub
@@ -81,8 +80,7 @@ class ShadowChecks:
             "outcome": ShadowOutcome.PENDING.value,
             "created_at": self.db.now(),
         }
-        dialect = postgresql if self.db.name == "postgresql" else sqlite
-        insert = dialect.insert(shadow_checks).values(**values).on_conflict_do_nothing()
+        insert = self.db.insert(shadow_checks).values(**values).on_conflict_do_nothing()
         async with self.db.write() as tx:
             inserted = (await tx.conn.execute(insert)).rowcount
         return (check_id, KEY_PREFIX + check_id) if inserted == 1 else None

@@ -13,6 +13,8 @@ thing it does.
 | ``cancel``, ``resolve`` | the other decisions |
 | ``reconcile``, ``prune``, ``keys`` | the reconciler's findings, retention, API keys |
 | ``shadow`` | shadow checks: jobs to sample, each check's row, tallies (issue 38) |
+| ``waits`` | an attempt waiting for capacity; jobs past their deadline; the queue's depth |
+| ``capacity`` | what processes share of a provider's capacity (issue 43) |
 
 Which database it is (``database.Postgres`` or ``database.Sqlite``) is decided once, here,
 when the store is opened: the use cases ask that object how to lock, send and publish, and
@@ -33,6 +35,7 @@ from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store.attempts import Attempts
 from gateway.store.audit import Audit
 from gateway.store.cancel import Cancelling
+from gateway.store.capacity import CapacitySharing
 from gateway.store.claim import Claiming, UnsentClaims
 from gateway.store.create import Creating, PostgresCreation, SqliteCreation
 from gateway.store.creation_batches import CreationBatcher
@@ -48,6 +51,7 @@ from gateway.store.read import Reading
 from gateway.store.reconcile import ReconcilerFindings
 from gateway.store.resolve import Resolving
 from gateway.store.shadow import ShadowChecks
+from gateway.store.waits import Waits
 
 log = logging.getLogger("onejob.store")
 
@@ -65,6 +69,8 @@ class SqlJobStore(
     ReconcilerFindings,
     Retention,
     ShadowChecks,
+    Waits,
+    CapacitySharing,
     ApiKeys,
 ):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""

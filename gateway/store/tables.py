@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
+from gateway.domain.states import UNSENT_STATES
+
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -41,6 +43,8 @@ jobs = sa.Table(
     sa.Column("error", Json, nullable=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("updated_at", sa.DateTime, nullable=False),
+    #: Nothing is sent for the job after this; still waiting then, it fails (migration 0006).
+    sa.Column("deadline_at", sa.DateTime, nullable=True),
     sa.UniqueConstraint("owner_id", "idempotency_key", name=JOBS_OWNER_KEY_UNIQUE),
 )
 
@@ -80,9 +84,26 @@ attempts = sa.Table(
     sa.Column("finished_at", sa.DateTime, nullable=True),
     #: What the reconciler last found: ``{"last_checked_at", "finding", ...}`` (migration 0002).
     sa.Column("reconciler", Json, nullable=True),
+    #: Its place in the claim queue; for ``waiting``, not sent before it (migration 0006).
+    sa.Column("ready_at", sa.DateTime, nullable=True),
+    #: How many times its provider said not now to it (migration 0006).
+    sa.Column("waits", sa.Integer, nullable=False, server_default="0"),
     sa.UniqueConstraint("job_id", "number"),
     sa.Index("ix_attempts_state_created_at", "state", "created_at"),
     sa.Index("ix_attempts_state_lease_expires_at", "state", "lease_expires_at"),
+)
+
+#: The claim queue (``claim``): unsent attempts (``starting``, ``waiting``) in the order a
+#: runner takes them. Partial, so attempts claimed at their creation (most of them) and
+#: every finished one cost it nothing. Spelled in the claim's own words, so both planners
+#: see that the claim's condition implies the index's.
+UNSENT_SQL = "(" + ", ".join(f"'{state.value}'" for state in UNSENT_STATES) + ")"
+UNSENT_CONDITION = f"state IN {UNSENT_SQL}"
+sa.Index(
+    "ix_attempts_unsent_ready_at",
+    attempts.c.ready_at,
+    postgresql_where=sa.text(UNSENT_CONDITION),
+    sqlite_where=sa.text(UNSENT_CONDITION),
 )
 
 job_events = sa.Table(
@@ -136,4 +157,34 @@ shadow_checks = sa.Table(
         "created_at",
     ),
     sa.Index("ix_shadow_checks_created_at", "created_at"),
+)
+
+#: What every process sharing the database knows of a provider's capacity (issue 43): a
+#: wait it asked everyone for, its open circuit, the limits it announced. Written when
+#: one of these changes (a 429, a circuit opening), read by each process once per
+#: ``[capacity] sync_interval``: never once per call.
+provider_capacity = sa.Table(
+    "provider_capacity",
+    metadata,
+    sa.Column("provider", sa.String(200), primary_key=True),
+    #: The provider asked to wait until then (Retry-After and its kin).
+    sa.Column("paused_until", sa.DateTime, nullable=True),
+    sa.Column("pause_reason", sa.String(40), nullable=True),
+    #: Its circuit is open until then; a probe may go after it.
+    sa.Column("circuit_until", sa.DateTime, nullable=True),
+    #: The limits the provider announced (its rate-limit headers), per minute.
+    sa.Column("requests_per_minute", sa.Integer, nullable=True),
+    sa.Column("tokens_per_minute", sa.Integer, nullable=True),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+#: The processes that pace calls to a provider now, each with its slice of the limit
+#: (the limit divided by how many are here). A process renews its row while it has a
+#: limit to pace by; a row past ``seen_until`` no longer counts.
+capacity_members = sa.Table(
+    "capacity_members",
+    metadata,
+    sa.Column("provider", sa.String(200), primary_key=True),
+    sa.Column("instance_id", sa.String(200), primary_key=True),
+    sa.Column("seen_until", sa.DateTime, nullable=False),
 )

@@ -24,7 +24,7 @@ from gateway.domain.ports import IdFactory
 from gateway.domain.records import AttemptRecord, JobRecord, TransitionOutcome, TransitionResult
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.store.events import INSERT_EVENTS, insert_events_statement
-from gateway.store.rows import DECIDED, A, attempt_record, job_record
+from gateway.store.rows import DECIDED, UNSENT, A, attempt_record, job_record
 from gateway.store.tables import attempts, jobs
 
 #: Every attempt of a job, oldest first (built once: a reused statement keeps its cache key).
@@ -68,6 +68,7 @@ def derived_status() -> sa.ColumnElement[str]:
         (has(A.UNKNOWN), JobStatus.UNKNOWN.value),
         (has(A.RUNNING), JobStatus.RUNNING.value),
         (has(A.STARTING), JobStatus.QUEUED.value),
+        (has(A.WAITING), JobStatus.QUEUED.value),
         (jobs.c.completed_by.is_not(None), JobStatus.SUCCEEDED.value),
         else_=JobStatus.FAILED.value,
     )
@@ -196,6 +197,7 @@ class WriteTx:
             "state": A.STARTING.value,
             "downstream_key": f"{job_id}/{number}",
             "created_at": self.db.now(),
+            "ready_at": self.db.now(),
         }
         row = (
             await self.conn.execute(attempts.insert().values(**values).returning(*attempts.c))
@@ -242,12 +244,13 @@ class WriteTx:
             await self.event(job_id, "job_failed", error)
 
     async def cancel_unsent(self, job_id: str, why: str) -> list[str]:
-        """Cancel a decided job's attempts that were never sent (e.g. a queued hedge)."""
+        """Cancel a decided job's attempts that were never sent (e.g. a queued hedge, one
+        waiting for capacity)."""
         unsent = list(
             (
                 await self.conn.execute(
                     attempts.update()
-                    .where(attempts.c.job_id == job_id, attempts.c.state == A.STARTING.value)
+                    .where(attempts.c.job_id == job_id, attempts.c.state.in_(UNSENT))
                     .values(
                         state=A.CANCELLED.value,
                         finished_at=self.db.now(),
@@ -260,6 +263,26 @@ class WriteTx:
         for attempt_id in unsent:
             await self.event(job_id, "attempt_cancelled", {"why": why}, attempt_id)
         return unsent
+
+    async def cancel_waiting(self, job_id: str) -> list[str]:
+        """Cancel the job's attempts waiting for capacity: a manual attempt supersedes them."""
+        superseded = list(
+            (
+                await self.conn.execute(
+                    attempts.update()
+                    .where(attempts.c.job_id == job_id, attempts.c.state == A.WAITING.value)
+                    .values(
+                        state=A.CANCELLED.value,
+                        finished_at=self.db.now(),
+                        error={"reason": "superseded", "message": "replaced by a manual attempt"},
+                    )
+                    .returning(attempts.c.id)
+                )
+            ).scalars()
+        )
+        for attempt_id in superseded:
+            await self.event(job_id, "attempt_cancelled", {"why": "superseded"}, attempt_id)
+        return superseded
 
     # -- results ------------------------------------------------------------------------------
 

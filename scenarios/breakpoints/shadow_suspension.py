@@ -224,8 +224,8 @@ def mark_shadow_calls(ctx: ScenarioContext, calls: list[dict[str, Any]]) -> None
 
 
 async def primary_fails_without_failover(ctx: ScenarioContext, s: Stage, before: int) -> None:
-    """The primary answers 503: the job fails, the suspended fallback is never called."""
-    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
+    """The primary answers 500: the job fails, the suspended fallback is never called."""
+    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 500}])
     job_id = await create_watched_job(
         ctx,
         s,

@@ -21,9 +21,9 @@ NAME = "uncertified-fallback"
     order=7,
 )
 async def uncertified_fallback(ctx: ScenarioContext) -> None:
-    """Fail the primary with 503 before and after certifying the fallback."""
+    """Fail the primary with 500 before and after certifying the fallback."""
     s = await stage(ctx)
-    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
+    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 500}])
     job_id = await create_watched_job(
         ctx, s, "uf-1", ctx.job_body(s.contract), wait=15, label="before"
     )
@@ -73,7 +73,7 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
     )
     ctx.expect(gate[0] == 0, "can-i-failover now says yes", (gate[1] + gate[2])[-300:])
     calls_before = len(await ctx.sim_calls(s.sim))
-    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 503}])
+    await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 500}])
     created = await post_job(ctx, s.gateway, s.key, "uf-2", ctx.job_body(s.contract), wait=15)
     job_id = job_id_of(created) or ""
     ctx.watch(s.gateway, s.key, job_id, s.sim, label="after")

@@ -169,13 +169,13 @@ async def test_definite_failure_with_an_uncertified_fallback_fails_without_calli
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path)
     certify(cert_path, [settings.providers["sim-openai"]])  # the fallback holds none
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503})
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500})
     async with run_gateway(settings) as gw:
         job = (await Api(gw, *keys).create(case_input(0), wait=10)).json()
 
     assert job["status"] == "failed", job
     [attempt] = job["attempts"]
-    assert attempt["state"] == "failed" and attempt["error"]["status_code"] == 503
+    assert attempt["state"] == "failed" and attempt["error"]["status_code"] == 500
     assert await sim_control.calls("sim-anthropic") == []
 
 
@@ -188,13 +188,13 @@ async def test_definite_failure_fails_over_to_a_certified_fallback(
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path)
     certify(cert_path, list(settings.providers.values()))
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503})
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500})
     async with run_gateway(settings) as gw:
         job = (await Api(gw, *keys).create(case_input(0), wait=10)).json()
 
     assert job["status"] == "succeeded", job
     first, second = job["attempts"]
-    assert first["state"] == "failed" and first["error"]["status_code"] == 503
+    assert first["state"] == "failed" and first["error"]["status_code"] == 500
     assert (second["provider"], second["reason"], second["state"]) == (
         "sim-anthropic",
         "failover",
@@ -235,7 +235,7 @@ async def test_failover_stops_at_max_attempts_and_the_job_fails(
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path, route={"max_attempts": 1})
     certify(cert_path, list(settings.providers.values()))
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503})
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500})
     async with run_gateway(settings) as gw:
         job = (await Api(gw, *keys).create(case_input(0), wait=10)).json()
 
@@ -279,7 +279,7 @@ async def test_a_certificate_written_while_serving_enables_failover_without_rest
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path)
     certify(cert_path, [settings.providers["sim-openai"]])
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503}, count=2)
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500}, count=2)
     async with run_gateway(settings) as gw:
         api = Api(gw, *keys)
         before = (await api.create(case_input(0), wait=10)).json()

@@ -22,7 +22,7 @@ async def test_a_failure_with_an_uncertified_fallback_records_why_it_was_skipped
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path)
     certify(cert_path, [settings.providers["sim-openai"]])  # the fallback holds none
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503})
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500})
     async with run_gateway(settings) as gw:
         api = Api(gw, *keys)
         job = (await api.create(case_input(0), wait=10)).json()
@@ -49,7 +49,7 @@ async def test_a_failover_to_a_certified_fallback_records_no_skip(
 ) -> None:
     settings = sim_settings(sim, database_url, cert_path)
     certify(cert_path, list(settings.providers.values()))
-    await sim_control.script("sim-openai", {"kind": "status", "code": 503})
+    await sim_control.script("sim-openai", {"kind": "status", "code": 500})
     async with run_gateway(settings) as gw:
         api = Api(gw, *keys)
         job = (await api.create(case_input(0), wait=10)).json()

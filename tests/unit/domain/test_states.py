@@ -55,18 +55,31 @@ def test_a_timeout_is_never_a_failure_and_unknown_needs_resolution() -> None:
     assert not can_move(AttemptState.STARTING, AttemptState.SUCCEEDED)
 
 
-@given(st.lists(st.sampled_from(list(AttemptState)), max_size=6), st.booleans())
+@given(st.lists(st.sampled_from(list(AttemptState)), max_size=6), st.booleans(), st.booleans())
 def test_starting_or_unknown_always_blocks_a_new_attempt(
-    states: list[AttemptState], hedge: bool
+    states: list[AttemptState], hedge: bool, manual: bool
 ) -> None:
     attempts = [attempt(s, i) for i, s in enumerate(states)]
-    blocker = blocking_attempt(attempts, allow_running=hedge)
+    blocker = blocking_attempt(attempts, allow_running=hedge, supersede_waiting=manual)
     if any(s in (AttemptState.STARTING, AttemptState.UNKNOWN) for s in states):
         assert blocker is not None and blocker.state.blocks_new_attempts
+    elif AttemptState.WAITING in states and not manual:
+        # Waiting for capacity blocks a failover and a hedge, never the client's button.
+        assert blocker is not None and blocker.state is AttemptState.WAITING
     elif AttemptState.RUNNING in states and not hedge:
         assert blocker is not None and blocker.state is AttemptState.RUNNING
     else:
         assert blocker is None
+
+
+def test_waiting_is_unsent_and_queued() -> None:
+    assert AttemptState.WAITING.unsent and AttemptState.STARTING.unsent
+    assert not AttemptState.WAITING.terminal
+    assert not AttemptState.RUNNING.unsent
+    assert job_status_for([AttemptState.FAILED, AttemptState.WAITING]) is JobStatus.QUEUED
+    assert can_move(AttemptState.RUNNING, AttemptState.WAITING)
+    assert can_move(AttemptState.WAITING, AttemptState.RUNNING)
+    assert not can_move(AttemptState.WAITING, AttemptState.SUCCEEDED)  # it must run first
 
 
 @given(st.lists(st.sampled_from(list(AttemptState)), min_size=1, max_size=6))

@@ -52,7 +52,7 @@ async def test_behind_a_hanging_statement_creations_go_beside_it_and_answer_in_t
     async def create(n: int) -> float:
         called = loop.time()
         try:
-            await batcher.create((f"job-{n}",) * 17 + ([], [], []))
+            await batcher.create((f"job-{n}",) * creation_batches._PER_JOB + ([], [], []))
         except TimeoutError:
             pass
         return loop.time() - called
