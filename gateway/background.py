@@ -290,7 +290,7 @@ class QueueWatch:
             if not self._store.unavailable(exc, "queue count"):
                 log.exception("the queue could not be counted")
             return
-        self._admission.counted(sum(n for states in depth.values() for n in states.values()))
+        self._admission.counted(depth)
         self._metrics.capacity.show_queue(depth)
 
     async def start(self) -> None:

@@ -34,6 +34,8 @@ ESTIMATE_GROWTH = 1.01
 ESTIMATE_FORGOTTEN = 60.0
 #: Seconds of answered calls the rate a refusal halves is measured over.
 RATE_WINDOW = 10.0
+#: Tokens a bucket may be short of and still let a call go (a float's rounding).
+TOKEN_SLACK = 1e-6
 #: How long a runner waits to look again at a provider whose concurrency is full.
 CONCURRENCY_LOOK = 0.05
 
@@ -55,7 +57,7 @@ class Bucket:
         """Seconds until ``cost`` tokens are there (0: now)."""
         self._refill(now)
         need = min(cost, self.burst) - self.level
-        return 0.0 if need <= 0 else need / self.rate
+        return 0.0 if need <= TOKEN_SLACK else need / self.rate
 
     def take(self, cost: float, now: float) -> None:
         """Spend ``cost`` tokens (the level may go below zero: a debt paid by waiting)."""

@@ -2,6 +2,7 @@
 // filter and cursor paging; and finding one job by its id or by owner + Idempotency-Key.
 
 import { api, describe } from "./api.js";
+import { waitingLine } from "./capacity.js";
 import { badge, every, fill, h, keepingFocus, td, when } from "./dom.js";
 
 const STATUSES = ["queued", "running", "unknown", "succeeded", "failed", "cancelled"];
@@ -166,7 +167,8 @@ function jobsTable(jobs, id = "jobs-table") {
             td("Job", h("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, class: "mono id", "data-focus-key": `${id}-${job.id}` }, job.id)),
             td("Owner", h("span", { class: "breakable" }, job.owner)),
             td("Idempotency-Key", h("span", { class: "mono breakable" }, job.idempotency_key)),
-            td("Status", badge(job.status)),
+            // A queued job that waits for its provider's capacity says for whom and until when.
+            td("Status", badge(job.status), job.waiting ? [" · ", h("span", { class: "waiting-note" }, waitingLine(job.waiting))] : null),
             td("Contract", job.contract),
             td("Provider", job.provider),
             td("Attempts", String(job.attempts.length)),

@@ -1,8 +1,12 @@
-// The failover matrix the gateway uses (GET /v1/certifications), per contract, and the
+// The failover matrix the gateway uses (GET /v1/certifications), per contract, with each
+// pair's providers' capacity now (GET /v1/providers: an open circuit, a pause), and the
 // certificate behind each verdict: the certification report of one provider on one contract.
 
-import { api } from "./api.js";
-import { age, badge, fill, h, td, when } from "./dom.js";
+import { api, describe } from "./api.js";
+import { clock, providerCapacity } from "./capacity.js";
+import { age, badge, every, fill, h, keepingFocus, td, when } from "./dom.js";
+
+const CAPACITY_REFRESH_MS = 3000; // a circuit opens and closes in seconds: follow it
 
 function certificateLink(contract, provider, text) {
   return h("a", { href: `#/certificate/${encodeURIComponent(contract)}/${encodeURIComponent(provider)}` }, text);
@@ -195,11 +199,30 @@ function dueCertificates(rows) {
   return [...seen.values()].sort((a, b) => (a.cert.days_to_expiry ?? 0) - (b.cert.days_to_expiry ?? 0));
 }
 
-function attention(rows) {
+/** The providers whose circuit is open: nothing is sent to them until it may probe. */
+function openCircuits(providers) {
+  return providers.filter((p) => p.circuit === "open");
+}
+
+function circuitFacts(p) {
+  const facts = [];
+  if (p.consecutive_failures) facts.push(`${plural(p.consecutive_failures, "failure")} in a row`);
+  if (p.waiting) facts.push(`${p.waiting} waiting`);
+  if (p.queued) facts.push(`${p.queued} queued`);
+  return facts.length ? ` (${facts.join("; ")})` : "";
+}
+
+function attention(rows, providers) {
   const suspended = rows.filter((r) => r.suspended);
   const due = dueCertificates(rows);
-  if (!suspended.length && !due.length) {
-    return h("section", { class: "attention ok", "aria-labelledby": "attention-title" }, h("h2", { id: "attention-title" }, "Needs attention"), h("p", {}, "Nothing: no pair is suspended and no certificate is due for re-certification."));
+  const open = openCircuits(providers);
+  if (!suspended.length && !due.length && !open.length) {
+    return h(
+      "section",
+      { class: "attention ok", "aria-labelledby": "attention-title" },
+      h("h2", { id: "attention-title" }, "Needs attention"),
+      h("p", {}, "Nothing: no pair is suspended, no certificate is due for re-certification and no provider's circuit is open."),
+    );
   }
   return h(
     "section",
@@ -208,6 +231,17 @@ function attention(rows) {
     h(
       "ul",
       {},
+      open.length
+        ? h(
+            "li",
+            { class: "circuit-summary" },
+            h("strong", {}, `${plural(open.length, "provider")} with an open circuit`),
+            ": ",
+            open.map((p, i) => [i ? "; " : "", h("span", { class: "provider" }, p.name), ` until ${clock(p.circuit_until)}${circuitFacts(p)}`]),
+            h("br"),
+            h("span", { class: "muted" }, "Nothing is sent to it until then: its attempts fail over to a certified fallback, or wait."),
+          )
+        : null,
       suspended.length
         ? h(
             "li",
@@ -225,7 +259,7 @@ function attention(rows) {
             ": ",
             due.map((d, i) => [
               i ? "; " : "",
-              certificateLink(d.contract, d.provider, `${d.provider} on ${d.contract}`),
+              h("a", { href: `#/certificate/${encodeURIComponent(d.contract)}/${encodeURIComponent(d.provider)}`, "data-focus-key": `due-${d.contract}-${d.provider}` }, `${d.provider} on ${d.contract}`),
               ` ${expiresIn(d.cert.days_to_expiry)}`,
             ]),
           )
@@ -234,9 +268,40 @@ function attention(rows) {
   );
 }
 
+/** Each provider's capacity now (GET /v1/providers), or why it could not be read. */
+async function providersNow() {
+  try {
+    const { providers } = await api("/v1/providers");
+    return { providers, error: null };
+  } catch (error) {
+    return { providers: [], error };
+  }
+}
+
+/** What a pair's providers' capacity says now: one line per provider with something to say. */
+function pairCapacity(slot, row, byName) {
+  const lines = [row.primary, row.fallback].map((name) => (byName.has(name) ? providerCapacity(byName.get(name)) : null));
+  fill(slot, lines);
+}
+
 export async function renderMatrix(view) {
-  const { certifications: rows } = await api("/v1/certifications");
+  const [{ certifications: rows }, first] = await Promise.all([api("/v1/certifications"), providersNow()]);
   const contracts = [...new Set(rows.map((r) => r.contract))];
+  const attentionRegion = h("div", { id: "attention-region" });
+  const capacityError = h("p", { class: "error", role: "alert", id: "capacity-error" });
+  const slots = []; // [slot, row]: each pair's providers' capacity, refilled as it changes
+  let seen = "";
+
+  function show({ providers, error }) {
+    const stamp = JSON.stringify([providers, error ? describe(error) : null, providers.map((p) => p.circuit_until && Date.parse(p.circuit_until) <= Date.now())]);
+    if (stamp === seen) return;
+    seen = stamp;
+    capacityError.textContent = error ? `Provider capacity could not be read: ${describe(error)}` : "";
+    const byName = new Map(providers.map((p) => [p.name, p]));
+    keepingFocus(attentionRegion, () => fill(attentionRegion, attention(rows, providers)));
+    for (const [slot, row] of slots) pairCapacity(slot, row, byName);
+  }
+
   fill(
     view,
     h("h1", {}, "Failover matrix"),
@@ -247,9 +312,11 @@ export async function renderMatrix(view) {
       "A fallback is used only when both providers hold an unexpired passing certificate for the ",
       "contract's current fingerprint and no shadow-check suspension holds for the pair; the reason words are those of ",
       h("code", {}, "onejob can-i-failover"),
-      ".",
+      ". Under each pair, its providers' circuit, pause, pace and queue when there is something to say.",
     ),
-    rows.length ? attention(rows) : h("p", { class: "notice" }, "No route names a fallback: nothing can fail over."),
+    capacityError,
+    attentionRegion,
+    rows.length ? null : h("p", { class: "notice" }, "No route names a fallback: nothing can fail over."),
     contracts.map((contract) => {
       const mine = rows.filter((r) => r.contract === contract);
       const fingerprint = mine[0].fingerprint;
@@ -268,8 +335,10 @@ export async function renderMatrix(view) {
             h(
               "tbody",
               {},
-              mine.map((row) =>
-                h(
+              mine.map((row) => {
+                const slot = h("div", { class: "capacity-now" });
+                slots.push([slot, row]);
+                return h(
                   "tr",
                   {
                     "data-fallback": row.fallback,
@@ -279,7 +348,7 @@ export async function renderMatrix(view) {
                     "data-over-budget": String(Boolean(row.fallback_certificate?.usage?.over_budget.length)),
                     class: row.suspended ? "suspended" : null,
                   },
-                  td("Primary → fallback", `${row.primary} → ${row.fallback}`),
+                  td("Primary → fallback", h("span", { class: "pair-names" }, `${row.primary} → ${row.fallback}`), slot),
                   td("Failover", badge(row.allowed ? "allowed" : "refused"), row.suspended ? [" ", badge("suspended", "suspended")] : null),
                   whyCell(row),
                   usageCell(row),
@@ -287,15 +356,16 @@ export async function renderMatrix(view) {
                   shadowCell(row),
                   certCell("Primary certificate", row, row.primary, row.primary_certificate),
                   certCell("Fallback certificate", row, row.fallback, row.fallback_certificate),
-                ),
-              ),
+                );
+              }),
             ),
           ),
         ),
       );
     }),
   );
-  return null;
+  show(first);
+  return every(CAPACITY_REFRESH_MS, async () => show(await providersNow()));
 }
 
 export async function renderCertificate(view, ctx, contract, provider) {

@@ -1,6 +1,8 @@
 // A job's timeline as SVG, drawn in the browser in the style of reports/timeline_svg.py:
-// one lane per attempt (plus one for the job), marks for sent, unknown, won, lost, failed.
+// one lane per attempt (plus one for the job), marks for sent, waiting, unknown, won, lost,
+// failed.
 
+import { clock, whyWaiting, words } from "./capacity.js";
 import { s } from "./dom.js";
 
 const MAX_WIDTH = 960; // px: the drawing is as wide as its frame, within these bounds
@@ -18,12 +20,14 @@ export const COLOURS = {
   timed_out: "#8e44ad",
   failed: "#c0392b",
   cancelled: "#7f8c8d",
+  waiting: "#1f6fa8",
 };
 const RUNNING = "#9fb6cd";
-const END_LABELS = { won: "won", lost: "lost", timed_out: "unknown", failed: "failed", cancelled: "cancelled" };
+const END_LABELS = { won: "won", lost: "lost", timed_out: "unknown", failed: "failed", cancelled: "cancelled", waiting: "waiting" };
 const LEGEND = [
   ["created", "created"],
   ["sent", "sent"],
+  ["waiting", "waiting"],
   ["won", "won"],
   ["lost", "lost"],
   ["timed_out", "unknown"],
@@ -38,6 +42,7 @@ export function markOf(event) {
   switch (event.kind) {
     case "attempt_created": return "created";
     case "attempt_running": return "sent";
+    case "attempt_waiting": return "waiting";
     case "attempt_succeeded": return "won";
     case "race_lost": return "lost";
     case "attempt_unknown": return "timed_out";
@@ -64,10 +69,30 @@ export function lanesOf(job, events) {
   for (const event of events) {
     const attempt = byId.get(event.attempt_id);
     const lane = !attempt || JOB_LEVEL.has(event.kind) ? "job" : laneName(attempt);
-    const label = event.kind === "attempt_resolved" ? `resolved ${event.detail.outcome}${event.detail.note ? `: ${event.detail.note}` : ""}` : event.kind;
-    lanes.get(lane).push({ at: (Date.parse(event.at) - start) / 1000, kind: markOf(event), label });
+    lanes.get(lane).push({ at: (Date.parse(event.at) - start) / 1000, kind: markOf(event), label: labelOf(event, attempt) });
   }
   return lanes;
+}
+
+/** What a mark's tooltip and the timeline's summary say of an event. */
+function labelOf(event, attempt) {
+  const d = event.detail || {};
+  switch (event.kind) {
+    case "attempt_resolved": return `resolved ${d.outcome}${d.note ? `: ${d.note}` : ""}`;
+    case "attempt_waiting": return `waiting: ${whyWaiting(d.capacity || d.reason, attempt ? attempt.provider : "the provider")} until ${clock(d.until)}`;
+    case "attempt_cancelled": return d.why ? `attempt_cancelled (${words(d.why)})` : event.kind;
+    case "attempt_failed":
+    case "job_failed": return d.reason === "job_deadline" ? `${event.kind} (job deadline)` : event.kind;
+    default: return event.kind;
+  }
+}
+
+/** How an attempt's bar ends: its last outcome, or waiting while it waits (a wait followed
+ * by a new send is not an end). */
+function endOf(marks) {
+  const last = marks[marks.length - 1];
+  if (last && last.kind === "waiting") return last;
+  return [...marks].reverse().find((m) => m.kind in COLOURS && m.kind !== "waiting");
 }
 
 /** Say `seconds` in the drawing's unit: milliseconds when the whole job took under a second. */
@@ -109,6 +134,7 @@ function glyph(kind, x, y) {
     case "timed_out": return s("polygon", { points: `${x},${y - 7} ${x + 7},${y} ${x},${y + 7} ${x - 7},${y}`, fill: c });
     case "failed": return s("rect", { x: x - 5, y: y - 5, width: 10, height: 10, fill: c });
     case "cancelled": return s("line", { x1: x - 6, y1: y + 6, x2: x + 6, y2: y - 6, stroke: c, "stroke-width": 3 });
+    case "waiting": return s("path", { d: `M${x - 5},${y - 7} L${x + 5},${y - 7} L${x - 5},${y + 7} L${x + 5},${y + 7} Z`, fill: c, stroke: c, "stroke-linejoin": "round" }); // an hourglass
     case "action": return s("polygon", { points: `${x - 5},${y - 7} ${x + 5},${y - 7} ${x},${y + 2}`, fill: "#34495e" });
     default: return s("circle", { cx: x, cy: y, r: 3, fill: "#95a5a6" });
   }
@@ -171,7 +197,7 @@ export function renderTimeline(job, events, frameWidth = MAX_WIDTH) {
     if (index % 2 === 0) g.append(s("rect", { x: 0, y: y - LANE_HEIGHT / 2, width, height: LANE_HEIGHT, fill: "#f3f5f8" }));
     g.append(s("text", { x: 8, y: y + 4, fill: "#222" }, width < 700 && name.length > 18 ? `${name.slice(0, 17)}…` : name.slice(0, 34)));
     if (kind === "attempt" && marks.length) {
-      const outcome = [...marks].reverse().find((m) => m.kind in COLOURS);
+      const outcome = endOf(marks);
       const colour = outcome ? COLOURS[outcome.kind] : RUNNING;
       const x1 = xOf(marks[0].at);
       const x2 = Math.max(xOf(marks[marks.length - 1].at), x1 + 2);

@@ -185,6 +185,9 @@ class AttemptExecutor:
                 "sent": False,
             }
             return await self.outcomes.not_now(job, attempt, refused.wait, error, started, None)
+        if attempt.number == 1:  # the job's first call goes now, waits included
+            started_s = (self.clock.now() - aware(job.created_at)).total_seconds()
+            self.metrics.capacity.started(started_s)
         try:
             timeout = cfg.timeout if job_left is None else min(cfg.timeout, job_left)
             remaining = await self._call_budget(attempt, timeout, ids)

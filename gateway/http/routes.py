@@ -55,6 +55,7 @@ from gateway.http.schemas import (
     JobPage,
     JobView,
     Me,
+    Providers,
     Readiness,
     Resolved,
 )
@@ -342,6 +343,16 @@ async def list_certifications(request: Request[Any, Any, Any], principal: Caller
     return Response(content={"certifications": await service_of(request).certifications_view()})
 
 
+@get(
+    "/providers",
+    responses={200: answer(Providers, "The configured providers and their capacity"), **problems()},
+)
+async def list_providers(request: Request[Any, Any, Any], principal: Caller) -> Response[Any]:
+    """Show each configured provider's capacity as this gateway sees it: its circuit, a pause
+    it asked for, the pace kept to, calls in flight, and the queue's attempts for it."""
+    return Response(content={"providers": service_of(request).providers_view()})
+
+
 @get("/metrics", media_type=METRICS_MEDIA_TYPE)
 async def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Expose Prometheus metrics."""
@@ -380,7 +391,8 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     hub = service_of(request).hub
     relay = hub.relay if hub is not None else None
     listen = None if relay is None else ("connected" if relay.connected else "down")
-    return Response(content={"status": "ready", "listen": listen})
+    providers = service_of(request).circuits()
+    return Response(content={"status": "ready", "listen": listen, "providers": providers})
 
 
 def allow(path: str, *handlers: HTTPRouteHandler) -> HTTPRouteHandler:
@@ -414,6 +426,7 @@ def v1_router() -> Router:
             cancel_job,
             list_contracts,
             list_certifications,
+            list_providers,
             admin_router(),
         ],
         dependencies={"principal": Provide(authenticate)},

@@ -247,6 +247,37 @@ class Certifications(Strict):
     certifications: list[CertificationRow]
 
 
+class ProviderView(Strict):
+    """One configured provider and its capacity as this gateway sees it (issue 43)."""
+
+    name: str
+    protocol: str
+    model: str
+    #: ``closed`` (calls go), ``open`` (none go until ``circuit_until``; attempts fail over
+    #: to a certified fallback, or wait), ``half_open`` (one probe is out).
+    circuit: str
+    circuit_until: str | None
+    #: The provider asked every caller to wait until then (Retry-After), and why.
+    paused_until: str | None
+    pause_reason: str | None
+    #: The pace this process keeps to: its slice of a known limit (null: none known).
+    pace_requests_per_minute: float | None
+    pace_tokens_per_minute: float | None
+    #: This process's slice of the provider's limit (1 / processes pacing it).
+    share: float
+    in_flight: int
+    consecutive_failures: int
+    #: Its attempts in line (``starting``) and waiting for capacity, every process's.
+    queued: int
+    waiting: int
+
+
+class Providers(Strict):
+    """The configured providers."""
+
+    providers: list[ProviderView]
+
+
 class Me(Strict):
     """Whose key this is and what it may do."""
 
@@ -267,6 +298,9 @@ class Readiness(Strict):
     #: PostgreSQL: ``connected``, or ``down`` while the LISTEN relay reconnects (other
     #: processes' changes are then found by polling, about a second later); SQLite: null.
     listen: str | None
+    #: Each provider's circuit (``closed``, ``open``, ``half_open``) and a pause it asked
+    #: for: a detail for operators, not part of readiness (issue 43).
+    providers: dict[str, dict[str, Any]]
 
 
 RESPONSE_BODIES: tuple[type[msgspec.Struct], ...] = (
@@ -278,6 +312,7 @@ RESPONSE_BODIES: tuple[type[msgspec.Struct], ...] = (
     Resolved,
     Contracts,
     Certifications,
+    Providers,
     Me,
     Health,
     Readiness,

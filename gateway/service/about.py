@@ -190,10 +190,50 @@ class About(ServiceBase):
             "min_samples": config.min_samples,
         }
 
+    def providers_view(self) -> list[dict[str, Any]]:
+        """Each configured provider and its capacity as this process sees it (issue 43):
+        its circuit, a pause it asked for, the pace this process keeps to (its slice of a
+        known limit), calls in flight here, and the queue's attempts for it (every
+        process's, as last counted)."""
+        queue = self.admission.by_provider
+        out = []
+        for state in self.capacity.states():
+            cfg = self.settings.providers[state.provider]
+            out.append(
+                {
+                    "name": state.provider,
+                    "protocol": cfg.protocol,
+                    "model": cfg.model,
+                    "circuit": state.circuit,
+                    "circuit_until": _iso(state.circuit_until),
+                    "paused_until": _iso(state.paused_until),
+                    "pause_reason": state.pause_reason,
+                    "pace_requests_per_minute": state.requests_per_minute,
+                    "pace_tokens_per_minute": state.tokens_per_minute,
+                    "share": state.share,
+                    "in_flight": state.in_flight,
+                    "consecutive_failures": state.consecutive_failures,
+                    "queued": queue.get(state.provider, {}).get("starting", 0),
+                    "waiting": queue.get(state.provider, {}).get("waiting", 0),
+                }
+            )
+        return out
+
+    def circuits(self) -> dict[str, dict[str, Any]]:
+        """Each provider's circuit and pause, for ``/readyz`` (a detail: not readiness)."""
+        return {
+            state.provider: {
+                "circuit": state.circuit,
+                "paused_until": _iso(state.paused_until),
+            }
+            for state in self.capacity.states()
+        }
+
     async def render_metrics(self) -> tuple[bytes, str]:
         """Refresh the database-derived gauges and return the Prometheus exposition."""
         await self.metrics.refresh(self.store)
         await self.refresh_certification_gauges()
+        self.metrics.capacity.show(self.capacity.states())
         return self.metrics.render()
 
     async def refresh_certification_gauges(self) -> None:
@@ -230,3 +270,9 @@ def _budget_verdict(recorded: Any) -> dict[str, Any] | None:
     if not isinstance(recorded, dict) or not isinstance(recorded.get("passed"), bool):
         return None
     return {"passed": recorded["passed"], "reason": str(recorded.get("reason") or "")}
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return (
+        None if value is None else value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )

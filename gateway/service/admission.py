@@ -38,15 +38,18 @@ class QueueAdmission:
     def __init__(self, config: AdmissionConfig) -> None:
         self.config = config
         self.depth = 0  #: unsent attempts, every process, at the last count
+        #: The same count by provider and state (``starting``, ``waiting``).
+        self.by_provider: dict[str, dict[str, int]] = {}
 
     @property
     def full(self) -> bool:
         """Say whether new jobs are refused now."""
         return bool(self.config.max_queued) and self.depth >= self.config.max_queued
 
-    def counted(self, depth: int) -> None:
-        """Take a new count of the queue."""
-        self.depth = depth
+    def counted(self, depth: dict[str, dict[str, int]]) -> None:
+        """Take a new count of the queue, by provider and state."""
+        self.by_provider = depth
+        self.depth = sum(n for states in depth.values() for n in states.values())
 
 
 class FairPlaces:

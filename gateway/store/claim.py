@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -35,6 +36,33 @@ log = logging.getLogger("onejob.store")
 #: takes that index only for a condition it can see implies the index's, which a bound
 #: parameter list would hide.
 IN_QUEUE = sa.text(f"attempts.{UNSENT_CONDITION}")
+
+
+def next_in_line(now: dt.datetime, exclude: Sequence[str] = ()) -> sa.Select[Any]:
+    """The first unsent attempt of the queue at ``now`` (naive UTC), and its job's deadline:
+    ``starting``, or ``waiting`` with its ``ready_at`` passed, in ``ready_at`` order; none
+    of a decided job or one past its deadline, none of a provider in ``exclude``."""
+    pick = (
+        sa.select(
+            attempts.c.id,
+            attempts.c.job_id,
+            attempts.c.provider,
+            attempts.c.state,
+            jobs.c.deadline_at,
+        )
+        .join(jobs, jobs.c.id == attempts.c.job_id)
+        .where(
+            IN_QUEUE,
+            sa.or_(attempts.c.state == A.STARTING.value, attempts.c.ready_at <= now),
+            jobs.c.status.not_in(DECIDED),
+            sa.or_(jobs.c.deadline_at.is_(None), jobs.c.deadline_at > now),
+        )
+        .order_by(attempts.c.ready_at, attempts.c.id)
+        .limit(1)
+    )
+    if exclude:
+        pick = pick.where(attempts.c.provider.not_in(list(exclude)))
+    return pick
 
 
 class UnsentClaims:
@@ -117,27 +145,7 @@ class Claiming:
             now = self.db.now()
             # Lock the attempt and its job together and skip either if someone holds it, so
             # a claim never waits behind (or deadlocks with) a cancel or a finalize.
-            pick = (
-                sa.select(
-                    attempts.c.id,
-                    attempts.c.job_id,
-                    attempts.c.provider,
-                    attempts.c.state,
-                    jobs.c.deadline_at,
-                )
-                .join(jobs, jobs.c.id == attempts.c.job_id)
-                .where(
-                    IN_QUEUE,
-                    sa.or_(attempts.c.state == A.STARTING.value, attempts.c.ready_at <= now),
-                    jobs.c.status.not_in(DECIDED),
-                    sa.or_(jobs.c.deadline_at.is_(None), jobs.c.deadline_at > now),
-                )
-                .order_by(attempts.c.ready_at, attempts.c.id)
-                .limit(1)
-            )
-            if exclude:
-                pick = pick.where(attempts.c.provider.not_in(list(exclude)))
-            pick = self.db.skip_locked(pick, of=[attempts, jobs])
+            pick = self.db.claim_pick(next_in_line(now, exclude))
             candidate = (await conn.execute(pick)).one_or_none()
             if candidate is None:
                 return None

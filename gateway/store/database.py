@@ -37,7 +37,7 @@ from gateway.store.engine import by_deadline, track_backends
 from gateway.store.pg_connections import PostgresConnector, ReadinessProbe
 from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import Codec, naive_utc
-from gateway.store.tables import attempts, jobs
+from gateway.store.tables import QUEUE_INDEX, attempts, jobs
 from gateway.store.transaction import WriteTx
 
 #: What the listing's owner comparison and a row lock take (``Database.owner``).
@@ -148,6 +148,12 @@ class Database:
     def owner(self) -> Column:
         """The owner column as the listing indexes compare it."""
         return jobs.c.owner_id
+
+    def claim_pick(self, pick: sa.Select[Any]) -> sa.Executable:
+        """The claim's pick of the queue's head (``claim.next_in_line``), as this database
+        runs it: locking what it reads, skipping what another transaction holds (where
+        rows lock), by the queue's index."""
+        return self.skip_locked(pick, of=[attempts, jobs])
 
     def insert(self, table: sa.Table) -> Any:
         """This database's INSERT of ``table``, with its ``ON CONFLICT`` clauses."""
@@ -283,6 +289,17 @@ class Sqlite(Database):
     def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """The process's writers queue here (FIFO); other processes' in ``sqlite_inline``."""
         return self._lock
+
+    def claim_pick(self, pick: sa.Select[Any]) -> sa.Executable:
+        """By the queue's partial index, named (``INDEXED BY``): without statistics (SQLite
+        gathers none unless told) its planner takes an index on ``state`` instead and sorts
+        every unsent attempt at each claim. SQLAlchemy has no hint for SQLite, so the
+        statement is compiled here with its values and the index named in its text."""
+        sql = str(pick.compile(self.engine.sync_engine, compile_kwargs={"literal_binds": True}))
+        head = "FROM attempts JOIN"
+        assert head in sql, sql  # the shape ``claim.next_in_line`` builds
+        named = sql.replace(head, f"FROM attempts INDEXED BY {QUEUE_INDEX} JOIN", 1)
+        return sa.text(named).columns(*pick.selected_columns)  # read back as Core would
 
     @contextlib.asynccontextmanager
     async def statements(self) -> AsyncIterator[Run]:

@@ -99,9 +99,11 @@ attempts = sa.Table(
 #: see that the claim's condition implies the index's.
 UNSENT_SQL = "(" + ", ".join(f"'{state.value}'" for state in UNSENT_STATES) + ")"
 UNSENT_CONDITION = f"state IN {UNSENT_SQL}"
+QUEUE_INDEX = "ix_attempts_unsent_ready_at"
 sa.Index(
-    "ix_attempts_unsent_ready_at",
+    QUEUE_INDEX,
     attempts.c.ready_at,
+    attempts.c.id,
     postgresql_where=sa.text(UNSENT_CONDITION),
     sqlite_where=sa.text(UNSENT_CONDITION),
 )

@@ -225,3 +225,65 @@ async def test_a_full_queue_refuses_new_jobs_but_still_answers_replays(
     assert conflict.status_code == 409
     assert len(listed.json()["jobs"]) == 2  # nothing was created for the refused one
     assert 'onejob_jobs_refused_total{reason="queue_full"} 1.0' in metrics
+
+
+def with_limits(settings: Any, provider: str, **limits: int) -> Any:
+    """``settings`` with ``[providers.<provider>.limits]`` set."""
+    data = settings.model_dump()
+    data["providers"][provider]["limits"] = limits
+    return type(settings).model_validate(data)
+
+
+async def test_a_configured_limit_paces_the_calls_and_no_job_fails(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = with_limits(
+        sim_settings(sim, database_url, cert_path, dispatcher={"runners": 8}),
+        "sim-openai",
+        requests_per_minute=600,  # 10 a second
+    )
+    async with run_gateway(settings) as gw:
+        api = Api(gw, *keys)
+        jobs = await asyncio.gather(*(api.create(case_input(i), wait=30) for i in range(30)))
+
+    assert all(j.json()["status"] == "succeeded" for j in jobs), [j.json() for j in jobs]
+    times = sorted(c["received_at"] for c in await sim_control.calls("sim-openai"))
+    assert len(times) == 30
+    # At most 10 calls in any second (and a little slack for the clock's resolution).
+    assert max(sum(1 for t in times if s <= t < s + 1.0) for s in times) <= 11
+    assert times[-1] - times[0] >= 2.5  # 30 calls at 10 a second take about 3 s
+
+
+async def test_one_owner_s_burst_does_not_hold_back_another_owner_s_job(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = with_limits(
+        sim_settings(sim, database_url, cert_path, dispatcher={"runners": 8}),
+        "sim-openai",
+        requests_per_minute=300,  # 5 a second: alice's burst queues
+    )
+    alice, bob = keys  # the admin key's owner ("ops") stands for a second owner
+    async with run_gateway(settings) as gw:
+        burst = Api(gw, alice, bob)
+        other = Api(gw, bob, bob)
+        made = await asyncio.gather(*(burst.create(case_input(i)) for i in range(40)))
+        await asyncio.sleep(1.0)
+        began = time.time()
+        job = (await other.create(case_input(0), wait=30)).json()
+        await asyncio.gather(*(burst.job(j.json()["id"], wait=30) for j in made))
+
+    assert job["status"] == "succeeded", job
+    calls = await sim_control.calls("sim-openai")
+    theirs = next(c for c in calls if c["idempotency_key"] == f"{job['id']}/1")
+    alices_meanwhile = [
+        c for c in calls if began <= c["received_at"] < theirs["received_at"] and c is not theirs
+    ]
+    assert len(alices_meanwhile) < 10, len(alices_meanwhile)

@@ -1,4 +1,5 @@
-"""Hypothesis drives random operation sequences against the real store (SQLite).
+"""Hypothesis drives random operation sequences against the real store (SQLite): clicks,
+claims, answers, failures, timeouts, waits for capacity, deadlines, cancels, resolutions.
 
 Invariants after every step: at most one attempt ever succeeds per job, the job's result
 is the winner's, every observed attempt change is in the transition table, the version
@@ -8,6 +9,7 @@ never goes back, and a decided job stays decided.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
 import shutil
 import tempfile
@@ -35,7 +37,7 @@ TEMPLATE: Path | None = None
 
 
 def new_job(key: str) -> NewJob:
-    return NewJob("alice", key, fingerprint("c@1", {}, None), "c@1", "a", None, {})
+    return NewJob("alice", key, fingerprint("c@1", {}, None), "c@1", "a", None, {}, deadline_s=20.0)
 
 
 _keys = itertools.count()
@@ -100,6 +102,23 @@ class JobLifecycle(RuleBasedStateMachine):
                     ids[pick % len(ids)], {"reason": "x"}, next_provider="b" if failover else None
                 )
             )
+
+    @rule(pick=st.integers(0, 5), seconds=st.sampled_from([0.0, 2.0, 30.0]))
+    def not_now(self, pick: int, seconds: float) -> None:
+        """The provider said not now: the attempt waits (issue 43)."""
+        ids = self.attempt_ids(AttemptState.RUNNING)
+        if ids:
+            ready = self.clock.now() + dt.timedelta(seconds=seconds)
+            self.run(
+                self.store.wait_attempt(
+                    ids[pick % len(ids)], "w", ready_at=ready, error={"reason": "status_429"}
+                )
+            )
+
+    @rule()
+    def expire(self) -> None:
+        """The reaper fails jobs whose deadline passed while they waited."""
+        self.run(self.store.expire_overdue())
 
     @rule(pick=st.integers(0, 5))
     def time_out(self, pick: int) -> None:

@@ -58,13 +58,13 @@ def upgrade() -> None:
         with op.get_context().autocommit_block():
             op.execute(
                 "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_attempts_unsent_ready_at"
-                f" ON attempts (ready_at) WHERE {UNSENT}"
+                f" ON attempts (ready_at, id) WHERE {UNSENT}"
             )
     else:
         op.create_index(
             "ix_attempts_unsent_ready_at",
             "attempts",
-            ["ready_at"],
+            ["ready_at", "id"],
             sqlite_where=sa.text(UNSENT),
         )
 
