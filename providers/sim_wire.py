@@ -79,6 +79,17 @@ class Answer:
     output_tokens: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LimitWindow:
+    """Where a simulated provider's request bucket stands, for the headers that say so."""
+
+    requests_per_minute: int  #: the limit, as the APIs state it (per second x 60)
+    remaining: int  #: whole requests left in the bucket now
+    reset_s: float  # seconds until the bucket is full again
+    retry_after_s: float  # seconds until the next request may pass (0: now)
+    now: float  # Unix seconds, for APIs that say when as a time (Anthropic)
+
+
 class SimWire(Protocol):
     """One simulated wire format."""
 
@@ -108,6 +119,31 @@ class SimWire(Protocol):
 
     def scripted(self, status: int) -> RequestRefused:
         """Return the error a script asks for by status, as this API words it."""
+        ...
+
+    def limit_headers(self, window: LimitWindow) -> list[tuple[str, str]]:
+        """Return the rate-limit headers this API sends on every answer (none: ``[]``)."""
+        ...
+
+    def rate_limited(
+        self, request_id: str, retry_after: float | None, window: LimitWindow | None = None
+    ) -> WireResponse:
+        """Write this API's 429 for a client over its rate limit.
+
+        ``window``: the simulated bucket that refused (its headers, and ``retry_after``
+        rounded as the API rounds it); None for a scripted 429, whose ``retry_after`` is
+        sent as it was asked.
+        """
+        ...
+
+    def overloaded(
+        self, request_id: str, status: int | None = None, retry_after: float | None = None
+    ) -> WireResponse:
+        """Write this API's answer while it is overloaded (``status`` None: its usual one)."""
+        ...
+
+    def quota_exhausted(self, request_id: str) -> WireResponse:
+        """Write this API's answer to a client whose hard quota (billing, a day's) is spent."""
         ...
 
     def not_found(self, method: str, path: str) -> RequestRefused:
@@ -197,3 +233,17 @@ def retry_after_header(retry_after: float | None) -> list[tuple[str, str]]:
         return []
     seconds = int(retry_after) if float(retry_after).is_integer() else retry_after
     return [("retry-after", str(seconds))]
+
+
+def whole_seconds(seconds: float) -> int:
+    """Round a wait up to whole seconds, as ``Retry-After`` carries it (a client that waits
+    that long finds the request admitted)."""
+    return max(0, math.ceil(seconds - 1e-9))
+
+
+def with_headers(response: WireResponse, extra: list[tuple[str, str]]) -> WireResponse:
+    """Return ``response`` with ``extra`` headers added (before its ``Content-Length``)."""
+    if not extra:
+        return response
+    added = [(k.encode(), v.encode()) for k, v in extra]
+    return dataclasses.replace(response, headers=[*added, *response.headers])

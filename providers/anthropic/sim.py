@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from providers.anthropic.capacity import rfc3339_text
 from providers.anthropic.rules import check_request
 from providers.base import RequestRefused
 from providers.sim_wire import (
+    LimitWindow,
     Reply,
     RouteMatch,
     WireRequest,
@@ -18,6 +20,7 @@ from providers.sim_wire import (
     retry_after_header,
     sse_response,
     text_of,
+    whole_seconds,
 )
 
 PATH = "/v1/messages"
@@ -35,6 +38,18 @@ SCRIPTED = {
     500: ("api_error", "Internal server error"),
     529: ("overloaded_error", "Overloaded"),
 }  # fmt: skip
+#: What a bucket-refused request is told (Anthropic's wording, with the bucket's limit).
+RATE_LIMITED = (
+    "This request would exceed the rate limit for your organization of {limit} requests per "
+    "minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see "
+    "the response headers for current usage. Please reduce the prompt length or the maximum "
+    "tokens requested, or try again later."
+)
+#: The 400 a spent credit balance gets (``invalid_request_error``, as the API answers it).
+CREDIT_TOO_LOW = (
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+    "to upgrade or purchase credits."
+)
 
 
 class AnthropicWire:
@@ -139,19 +154,60 @@ class AnthropicWire:
         self, refused: RequestRefused, request_id: str, retry_after: float | None = None
     ) -> WireResponse:
         """Write ``{"type": "error", "error": {type, message}, "request_id"}``."""
+        return self._answer(refused, request_id, retry_after_header(retry_after))
+
+    def _answer(
+        self, refused: RequestRefused, request_id: str, headers: list[tuple[str, str]]
+    ) -> WireResponse:
         kind = refused.type or SCRIPTED.get(refused.status, ("api_error", ""))[0]
         payload = {
             "type": "error",
             "error": {"type": kind, "message": refused.message},
             "request_id": f"req_{request_id}",
         }
-        extra = [*retry_after_header(retry_after), ("request-id", f"req_{request_id}")]
+        extra = [*headers, ("request-id", f"req_{request_id}")]
         return json_response(refused.status, payload, extra)
 
     def scripted(self, status: int) -> RequestRefused:
         """Return the error a script asks for by status."""
         kind, message = SCRIPTED.get(status, ("api_error", f"simulated status {status}"))
         return RequestRefused(message, status=status, type=kind)
+
+    def limit_headers(self, window: LimitWindow) -> list[tuple[str, str]]:
+        """``anthropic-ratelimit-requests-limit``, ``-remaining`` and ``-reset`` (RFC 3339)."""
+        return [
+            ("anthropic-ratelimit-requests-limit", str(window.requests_per_minute)),
+            ("anthropic-ratelimit-requests-remaining", str(window.remaining)),
+            ("anthropic-ratelimit-requests-reset", rfc3339_text(window.now + window.reset_s)),
+        ]
+
+    def rate_limited(
+        self, request_id: str, retry_after: float | None, window: LimitWindow | None = None
+    ) -> WireResponse:
+        """429 ``rate_limit_error`` with ``retry-after`` in whole seconds."""
+        if window is None:
+            return self.error(self.scripted(429), request_id, retry_after)
+        wait = whole_seconds(retry_after or 0.0)
+        refused = RequestRefused(
+            RATE_LIMITED.format(limit=window.requests_per_minute),
+            status=429,
+            type="rate_limit_error",
+        )
+        return self._answer(
+            refused, request_id, [("retry-after", str(wait)), *self.limit_headers(window)]
+        )
+
+    def overloaded(
+        self, request_id: str, status: int | None = None, retry_after: float | None = None
+    ) -> WireResponse:
+        """529 ``overloaded_error`` ``Overloaded`` (any status asked: the same error)."""
+        refused = RequestRefused("Overloaded", status=status or 529, type="overloaded_error")
+        return self.error(refused, request_id, retry_after)
+
+    def quota_exhausted(self, request_id: str) -> WireResponse:
+        """400 ``invalid_request_error``: "Your credit balance is too low ..."."""
+        refused = RequestRefused(CREDIT_TOO_LOW, status=400, type="invalid_request_error")
+        return self.error(refused, request_id)
 
     def not_found(self, method: str, path: str) -> RequestRefused:
         """``not_found_error`` ``Not Found``, as api.anthropic.com answers."""

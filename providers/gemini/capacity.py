@@ -12,6 +12,7 @@ hard quotas. Gemini sends no rate-limit headers, so ``limits_of`` is the base's 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from providers.capacity import (
@@ -38,8 +39,9 @@ def duration_seconds(text: Any) -> float | None:
 
 
 def duration_text(value: float) -> str:
-    """Write seconds as a protobuf Duration in JSON: ``"30s"``, or 3 fractional digits."""
-    millis = max(0, round(value * 1000))
+    """Write seconds as a protobuf Duration in JSON: ``"30s"``, or 3 fractional digits
+    (rounded up to the millisecond: a client that waits that long is admitted)."""
+    millis = max(0, math.ceil(value * 1000 - 1e-6))
     return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis / 1000:.3f}s"
 
 

@@ -8,9 +8,11 @@ import urllib.parse
 from typing import Any
 
 from providers.base import RequestRefused
+from providers.gemini.capacity import QUOTA_FAILURE, RETRY_INFO, duration_text
 from providers.gemini.rules import check_request
 from providers.gemini.schema import camel
 from providers.sim_wire import (
+    LimitWindow,
     Reply,
     RouteMatch,
     WireRequest,
@@ -19,7 +21,6 @@ from providers.sim_wire import (
     int_or_none,
     json_response,
     pieces,
-    retry_after_header,
     sse_response,
     text_of,
 )
@@ -40,6 +41,26 @@ SCRIPTED = {
     500: "An internal error has occurred. Please retry or report in "
     "https://developers.generativeai.google/guide/troubleshooting",
     503: "The model is overloaded. Please try again later.",
+}
+#: The Gemini API's words for a spent quota, per minute or per day alike; ``details`` say which.
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. To "
+    "monitor your current usage, head to: https://ai.dev/rate-limit. \n* Quota exceeded for "
+    "metric: {metric}, limit: {limit}"
+)
+PER_MINUTE = ("generativelanguage.googleapis.com/generate_requests_per_model",
+              "GenerateRequestsPerMinutePerProjectPerModel")  # fmt: skip
+PER_DAY = ("generativelanguage.googleapis.com/generate_requests_per_model_per_day",
+           "GenerateRequestsPerDayPerProjectPerModel")  # fmt: skip
+HELP = {
+    "@type": "type.googleapis.com/google.rpc.Help",
+    "links": [
+        {
+            "description": "Learn more about Gemini API quotas",
+            "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+        }
+    ],
 }
 
 
@@ -116,15 +137,55 @@ class GeminiWire:
     def error(
         self, refused: RequestRefused, request_id: str, retry_after: float | None = None
     ) -> WireResponse:
-        """Write ``{"error": {code, message, status}}``."""
-        payload = {
-            "error": {
-                "code": refused.status,
-                "message": refused.message,
-                "status": refused.type or STATUS.get(refused.status, "UNKNOWN"),
-            }
+        """Write ``{"error": {code, message, status}}``; a wait is a ``RetryInfo`` detail
+        (Gemini sends no ``Retry-After`` header)."""
+        return self._answer(refused, _retry_info(retry_after))
+
+    def limit_headers(self, window: LimitWindow) -> list[tuple[str, str]]:
+        """None: Gemini announces no limits in headers."""
+        return []
+
+    def rate_limited(
+        self, request_id: str, retry_after: float | None, window: LimitWindow | None = None
+    ) -> WireResponse:
+        """429 ``RESOURCE_EXHAUSTED`` with a per-minute ``QuotaFailure`` and a ``RetryInfo``."""
+        limit = window.requests_per_minute if window is not None else None
+        violation = {"quotaMetric": PER_MINUTE[0], "quotaId": PER_MINUTE[1]}
+        if limit is not None:
+            violation["quotaValue"] = str(limit)
+        if limit is None:  # a scripted 429: the API's short wording
+            message = SCRIPTED[429]
+        else:
+            message = QUOTA_MESSAGE.format(metric=PER_MINUTE[0], limit=limit)
+            message += f"\nPlease retry in {retry_after or 0.0:.3f}s."
+        details = [HELP, {"@type": QUOTA_FAILURE, "violations": [violation]}]
+        refused = RequestRefused(message, status=429, type=STATUS[429])
+        return self._answer(refused, details + _retry_info(retry_after))
+
+    def overloaded(
+        self, request_id: str, status: int | None = None, retry_after: float | None = None
+    ) -> WireResponse:
+        """503 ``UNAVAILABLE``: "The model is overloaded. Please try again later."."""
+        code = status or 503
+        refused = RequestRefused(SCRIPTED[503], status=code, type=STATUS.get(code, "UNKNOWN"))
+        return self._answer(refused, _retry_info(retry_after))
+
+    def quota_exhausted(self, request_id: str) -> WireResponse:
+        """429 ``RESOURCE_EXHAUSTED`` whose ``QuotaFailure`` names the per-day quota."""
+        violation = {"quotaMetric": PER_DAY[0], "quotaId": PER_DAY[1]}
+        message = QUOTA_MESSAGE.format(metric=PER_DAY[0], limit=0)
+        details = [HELP, {"@type": QUOTA_FAILURE, "violations": [violation]}]
+        return self._answer(RequestRefused(message, status=429, type=STATUS[429]), details)
+
+    def _answer(self, refused: RequestRefused, details: list[dict[str, Any]]) -> WireResponse:
+        error: dict[str, Any] = {
+            "code": refused.status,
+            "message": refused.message,
+            "status": refused.type or STATUS.get(refused.status, "UNKNOWN"),
         }
-        return json_response(refused.status, payload, retry_after_header(retry_after))
+        if details:
+            error["details"] = details
+        return json_response(refused.status, {"error": error})
 
     def scripted(self, status: int) -> RequestRefused:
         """Return the error a script asks for by status."""
@@ -138,6 +199,13 @@ class GeminiWire:
     def method_not_allowed(self, method: str, path: str) -> RequestRefused:
         """Google front ends answer a wrong HTTP method like an unknown path."""
         return self.not_found(method, path)
+
+
+def _retry_info(retry_after: float | None) -> list[dict[str, Any]]:
+    """Return the ``RetryInfo`` detail that asks for ``retry_after`` seconds, if any."""
+    if retry_after is None:
+        return []
+    return [{"@type": RETRY_INFO, "retryDelay": duration_text(retry_after)}]
 
 
 def _dumps(data: Any) -> bytes:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from providers.base import RequestRefused
+from providers.openai.capacity import go_duration_text
 from providers.openai.rules import check_request
 from providers.sim_wire import (
+    LimitWindow,
     Reply,
     RouteMatch,
     WireRequest,
@@ -19,6 +22,7 @@ from providers.sim_wire import (
     retry_after_header,
     sse_response,
     text_of,
+    whole_seconds,
 )
 
 PATH = "/v1/chat/completions"
@@ -35,6 +39,17 @@ SCRIPTED = {
           "The server had an error while processing your request. Sorry about that!"),
     503: ("server_error", None, "The engine is currently overloaded, please try again later."),
 }  # fmt: skip
+#: What a bucket-refused request is told (OpenAI's wording, with the bucket's numbers).
+RATE_LIMITED = (
+    "Rate limit reached in organization org-onejob-sim on requests per min (RPM): Limit {limit}, "
+    "Used {limit}, Requested 1. Please try again in {wait}. Visit "
+    "https://platform.openai.com/account/rate-limits to learn more."
+)
+QUOTA = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, read the docs: "
+    "https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
 
 
 class OpenAIWire:
@@ -130,6 +145,11 @@ class OpenAIWire:
         self, refused: RequestRefused, request_id: str, retry_after: float | None = None
     ) -> WireResponse:
         """Write ``{"error": {message, type, param, code}}`` with ``x-request-id``."""
+        return self._answer(refused, request_id, retry_after_header(retry_after))
+
+    def _answer(
+        self, refused: RequestRefused, request_id: str, headers: list[tuple[str, str]]
+    ) -> WireResponse:
         kind, code, _ = SCRIPTED.get(refused.status, ("server_error", None, ""))
         payload = {
             "error": {
@@ -139,7 +159,7 @@ class OpenAIWire:
                 "code": refused.code if refused.type else code,
             }
         }
-        extra = [*retry_after_header(retry_after), ("x-request-id", f"req_{request_id}")]
+        extra = [*headers, ("x-request-id", f"req_{request_id}")]
         return json_response(refused.status, payload, extra)
 
     def scripted(self, status: int) -> RequestRefused:
@@ -148,6 +168,51 @@ class OpenAIWire:
             status, ("server_error", None, f"simulated status {status}")
         )
         return RequestRefused(message, status=status, type=kind, code=code)
+
+    def limit_headers(self, window: LimitWindow) -> list[tuple[str, str]]:
+        """``x-ratelimit-limit-requests`` (per minute), ``-remaining-requests`` and
+        ``-reset-requests`` (until the bucket is full, a Go duration)."""
+        return [
+            ("x-ratelimit-limit-requests", str(window.requests_per_minute)),
+            ("x-ratelimit-remaining-requests", str(window.remaining)),
+            ("x-ratelimit-reset-requests", go_duration_text(window.reset_s)),
+        ]
+
+    def rate_limited(
+        self, request_id: str, retry_after: float | None, window: LimitWindow | None = None
+    ) -> WireResponse:
+        """429 ``rate_limit_exceeded`` with ``retry-after`` and ``retry-after-ms``."""
+        if window is None:
+            headers = retry_after_header(retry_after)
+            refused = self.scripted(429)
+        else:
+            wait = retry_after or 0.0
+            headers = [("retry-after", str(whole_seconds(wait))), *self.limit_headers(window)]
+            limit, text = window.requests_per_minute, go_duration_text(wait)
+            refused = RequestRefused(
+                RATE_LIMITED.format(limit=limit, wait=text),
+                status=429,
+                type="requests",
+                code="rate_limit_exceeded",
+            )
+        if retry_after is not None:
+            headers.append(("retry-after-ms", str(math.ceil(retry_after * 1000 - 1e-6))))
+        return self._answer(refused, request_id, headers)
+
+    def overloaded(
+        self, request_id: str, status: int | None = None, retry_after: float | None = None
+    ) -> WireResponse:
+        """503 ``server_error``: "The engine is currently overloaded, please try again later."."""
+        message = SCRIPTED[503][2]
+        refused = RequestRefused(message, status=status or 503, type="server_error")
+        return self._answer(refused, request_id, retry_after_header(retry_after))
+
+    def quota_exhausted(self, request_id: str) -> WireResponse:
+        """429 ``insufficient_quota``: "You exceeded your current quota, ..."."""
+        refused = RequestRefused(
+            QUOTA, status=429, type="insufficient_quota", code="insufficient_quota"
+        )
+        return self._answer(refused, request_id, [])
 
     def not_found(self, method: str, path: str) -> RequestRefused:
         """``Invalid URL (POST /chat/completions)``, as api.openai.com answers."""

@@ -13,8 +13,10 @@ Each wire format comes from its protocol's plug-in (``providers.registry``); a p
 answers gets a 404 in the envelope of the API it looks meant for. The contract catalog is
 injected (``catalog=``) by whoever starts the simulator; the simulator imports none. Beside
 this module: the raw ASGI it is written against (``asgi``), the control API ``/_sim/*``
-and the state it changes (``control_routes``), the stored completions (``stored``), the
-scripted behaviours and the call log (``script``), how a profile answers (``profiles``).
+and the state it changes (``control_routes``), the rate limits and outages it plays
+(``limits``: a call turned away by either is answered without being run), the stored
+completions (``stored``), the scripted behaviours and the call log (``script``), how a
+profile answers (``profiles``).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from providers.base import RequestRefused
+from providers.capacity import OVERLOAD_STATUSES
 from providers.registry import PLUGINS
-from providers.sim_wire import RouteMatch, SimWire, WireRequest, WireResponse
+from providers.sim_wire import RouteMatch, SimWire, WireRequest, WireResponse, with_headers
 from providers.simulator.asgi import (
     DropConnection,
     Receive,
@@ -99,9 +102,11 @@ class SimulatorApp(SimulatorState):
         default_profile: str = Profile.FAITHFUL.value,
         catalog: Any = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``catalog``: a mapping ``NAME@V`` -> contract, or a function that loads one."""
-        super().__init__(profiles, default_profile)
+        """``catalog``: a mapping ``NAME@V`` -> contract, or a function that loads one;
+        ``clock`` the Unix time answers carry, ``monotonic`` the one limits run on."""
+        super().__init__(profiles, default_profile, monotonic)
         self._catalog = catalog
         self._clock = clock
         self._served = itertools.count(1)  # never reset: keeps request ids unique
@@ -193,15 +198,54 @@ class SimulatorApp(SimulatorState):
             received_at=self._clock(),
         )
         self.calls.append(record)
-        query = bytes(scope.get("query_string", b"")).decode("latin-1")
-        behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
-        record.behaviour = behaviour.kind.value
         try:
+            limit_headers = await self._admit(record, wire, request_id, send)
+            if limit_headers is None:
+                return
+            query = bytes(scope.get("query_string", b"")).decode("latin-1")
+            behaviour = self.script.next_for(provider) or Behaviour(BehaviourKind.OK)
+            record.behaviour = behaviour.kind.value
             await self._respond(
-                record, wire, match, query, body, behaviour, request_id, receive, send
+                record,
+                wire,
+                match,
+                query,
+                body,
+                behaviour,
+                request_id,
+                receive,
+                send,
+                limit_headers,
             )
         finally:
             record.finished_at = self._clock()
+
+    async def _admit(
+        self, record: CallRecord, wire: SimWire, request_id: str, send: Send
+    ) -> list[tuple[str, str]] | None:
+        """Let a call through, or answer an outage or a spent rate limit without running it.
+
+        Return the headers the answer of a call let through carries (its bucket's, after
+        it took a token; none without a limit), or None when the call was answered here.
+        """
+        outage = self.throttles.outage(record.provider)
+        if outage is not None:
+            record.behaviour = "outage"
+            if outage.code == 429:
+                response = wire.rate_limited(request_id, outage.retry_after)
+            else:
+                response = wire.overloaded(request_id, outage.code, outage.retry_after)
+        else:
+            admitted, window = self.throttles.admit(record.provider, self._clock())
+            if window is None:
+                return []
+            if admitted:
+                return wire.limit_headers(window)
+            record.behaviour = "rate_limited"
+            response = wire.rate_limited(request_id, window.retry_after_s, window)
+        record.status, record.outcome = response.status, "error"
+        await send_response(send, response)
+        return None
 
     async def _respond(
         self,
@@ -214,6 +258,7 @@ class SimulatorApp(SimulatorState):
         request_id: str,
         receive: Receive,
         send: Send,
+        limit_headers: list[tuple[str, str]],
     ) -> None:
         kind = behaviour.kind
         request: WireRequest | None = None
@@ -249,9 +294,9 @@ class SimulatorApp(SimulatorState):
                 record.outcome = "dropped"
                 raise DropConnection("stopping during a delay")
         if kind is BehaviourKind.STATUS:
-            response = wire.error(
-                wire.scripted(behaviour.code), request_id, retry_after=behaviour.retry_after
-            )
+            response = _scripted_status(wire, behaviour, request_id)
+        elif kind is BehaviourKind.QUOTA:
+            response = wire.quota_exhausted(request_id)
         elif request is None:
             assert refused is not None
             response = wire.error(refused, request_id)
@@ -269,6 +314,7 @@ class SimulatorApp(SimulatorState):
             )
             if request.store and response.status == 200 and not response.chunks:
                 keep(self.stored, record, request, response)
+        response = with_headers(response, limit_headers)
         if kind is BehaviourKind.DROP_AFTER_HEADERS:
             await send(
                 {
@@ -357,6 +403,16 @@ class SimulatorApp(SimulatorState):
             gone.cancel()
 
 
+def _scripted_status(wire: SimWire, behaviour: Behaviour, request_id: str) -> WireResponse:
+    """Answer a scripted status: 429 and the overloads in the API's own shapes for them."""
+    code, retry_after = behaviour.code, behaviour.retry_after
+    if code == 429:
+        return wire.rate_limited(request_id, retry_after)
+    if code in OVERLOAD_STATUSES:
+        return wire.overloaded(request_id, code, retry_after)
+    return wire.error(wire.scripted(code), request_id, retry_after=retry_after)
+
+
 def _contract_name(user: str) -> str | None:
     try:
         return extract_input(user)[0]
@@ -368,6 +424,10 @@ def create_sim_app(
     profiles: dict[str, str] | None = None,
     default_profile: str = "faithful",
     catalog: Any = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> SimulatorApp:
-    """Build the simulator ASGI app (``catalog``: name -> contract, or a loader of one)."""
-    return SimulatorApp(profiles=profiles, default_profile=default_profile, catalog=catalog)
+    """Build the simulator ASGI app (``catalog``: name -> contract, or a loader of one;
+    ``monotonic``: the clock its rate limits and outages run on)."""
+    return SimulatorApp(
+        profiles=profiles, default_profile=default_profile, catalog=catalog, monotonic=monotonic
+    )

@@ -43,8 +43,41 @@ class SimulatorControl:
         ]
         return calls
 
+    async def limit(
+        self, provider: str, requests_per_second: float | None, burst: int | None = None
+    ) -> dict[str, Any]:
+        """Give ``provider`` a token bucket (``burst`` requests, refilled at
+        ``requests_per_second``; it starts full), or remove it when the rate is None; a
+        call that finds no token is answered the API's 429. Return every provider's limit."""
+        body: dict[str, Any] = {"provider": provider, "requests_per_second": requests_per_second}
+        if burst is not None:
+            body["burst"] = burst
+        limits: dict[str, Any] = (await self._send("POST", "/_sim/limits", json=body))["limits"]
+        return limits
+
+    async def clear_limit(self, provider: str) -> None:
+        """Remove ``provider``'s rate limit."""
+        await self.limit(provider, None)
+
+    async def limits(self) -> dict[str, Any]:
+        """Return every provider's rate limit and where its bucket stands."""
+        limits: dict[str, Any] = (await self._send("GET", "/_sim/limits"))["limits"]
+        return limits
+
+    async def outage(
+        self,
+        provider: str,
+        seconds: float,
+        code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Make every call to ``provider`` answer the API's overload (``code``: that status
+        instead of its usual 503/529) for ``seconds`` from now; 0 ends an outage."""
+        body = {"provider": provider, "seconds": seconds, "code": code, "retry_after": retry_after}
+        await self._send("POST", "/_sim/outage", json=body)
+
     async def reset(self) -> None:
-        """Forget every call, script and profile override."""
+        """Forget every call, script, profile override, rate limit and outage."""
         await self._send("POST", "/_sim/reset")
 
     async def _send(self, method: str, path: str, **options: Any) -> dict[str, Any]:

@@ -3,25 +3,28 @@
 ::
 
     GET  /_sim/health    GET /_sim/calls[?provider=]    POST /_sim/script    POST /_sim/reset
-    GET|POST /_sim/profiles
+    GET|POST /_sim/profiles    GET|POST /_sim/limits    GET|POST /_sim/outage
 
 ``SimulatorState`` is everything a run of the simulator remembers: the profiles (set at
 start, then overridden), the scripted behaviours still queued, the call log, the stored
-completions and the ``replaying`` profile's answers; ``reset`` clears all but the profiles
-set at start. ``SimulatorApp`` (``providers.simulator.app``) serves provider calls on top of
-it; its client is ``providers.simulator.control_client``.
+completions, the ``replaying`` profile's answers, and the rate limits and outages it plays
+(``providers.simulator.limits``); ``reset`` clears all but the profiles set at start.
+``SimulatorApp`` (``providers.simulator.app``) serves provider calls on top of it; its
+client is ``providers.simulator.control_client``.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from providers.base import RequestRefused
 from providers.sim_wire import WireResponse
 from providers.simulator.asgi import json_object, plain_json
+from providers.simulator.limits import Throttles
 from providers.simulator.profiles import Profile
 from providers.simulator.script import MAX_SCRIPT_COUNT, Behaviour, CallRecord, Script
 from providers.simulator.stored import StoredCompletions
@@ -34,6 +37,7 @@ class SimulatorState:
         self,
         profiles: Mapping[str, str] | None = None,
         default_profile: str = Profile.FAITHFUL.value,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.default_profile = Profile(default_profile)
         self._configured = {name: Profile(p) for name, p in (profiles or {}).items()}
@@ -46,6 +50,8 @@ class SimulatorState:
         self._seq = itertools.count(1)  # numbers the calls since the last reset
         #: ``replaying``: the first answer per (provider, path, request body), served again.
         self._replay_cache: dict[tuple[str, str, bytes], WireResponse] = {}
+        #: The rate limits and outages set through the control API, per provider.
+        self.throttles = Throttles(monotonic)
 
     def profile_for(self, provider: str) -> Profile:
         """Return the profile of ``provider``: override, configured, its own name, default."""
@@ -58,8 +64,9 @@ class SimulatorState:
         return self.default_profile
 
     def reset(self) -> None:
-        """Clear scripts, the call log and profile overrides."""
+        """Clear scripts, the call log, profile overrides, rate limits and outages."""
         self.script.clear()
+        self.throttles.clear()
         self.calls.clear()
         self.stored.clear()
         self._overrides.clear()
@@ -83,6 +90,14 @@ class SimulatorState:
             elif key == ("POST", "/_sim/reset"):
                 self.reset()
                 payload = {"reset": True}
+            elif key == ("GET", "/_sim/limits"):
+                payload = self.throttles.limits_json()
+            elif key == ("POST", "/_sim/limits"):
+                payload = self.throttles.set_limit(json_object(body))
+            elif key == ("GET", "/_sim/outage"):
+                payload = self.throttles.outages_json()
+            elif key == ("POST", "/_sim/outage"):
+                payload = self.throttles.set_outage(json_object(body))
             elif key == ("GET", "/_sim/profiles"):
                 payload = self._profiles_json()
             elif key == ("POST", "/_sim/profiles"):

@@ -30,6 +30,9 @@ class BehaviourKind(enum.StrEnum):
     #: send headers and close *without running the request*: nothing is done or stored
     #: (a request lost on its way in, e.g. a proxy that died after taking it)
     DROP_UNPROCESSED = "drop_unprocessed"
+    #: answer the API's hard-quota error (OpenAI ``insufficient_quota``, Anthropic's spent
+    #: credit balance, Gemini's per-day quota): waiting will not make it pass
+    QUOTA = "quota"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,6 +136,7 @@ class CallRecord:
     model: str | None = None
     contract: str | None = None
     system_prompt: bool = False  #: a system prompt arrived where this API wants it
+    #: the behaviour kind, or ``rate_limited`` / ``outage`` for a call turned away unrun
     behaviour: str = BehaviourKind.OK.value
     status: int | None = None  #: the HTTP status sent (None: no complete status was sent)
     outcome: str = "pending"  #: ``answered``, ``error``, ``hung_up``, ``dropped``, ``truncated``

@@ -8,7 +8,8 @@ import dataclasses
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -125,15 +126,17 @@ async def run_simulator(
     default_profile: str = "faithful",
     catalog: Any = None,
     log_level: str = "warning",
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[RunningSimulator]:
     """Serve a simulator on ``host:port`` (0: any free port) for the duration of the block.
 
     ``catalog`` maps ``NAME@V`` to objects with ``simulate``/``simulate_sloppy``, or is a
     function returning such a mapping (called once, at startup); without one, every
     contract is unknown. ``contracts.loader.load_catalog`` loads the bundled catalog.
+    ``monotonic`` is the clock the rate limits and outages run on (a test's, to hold time).
     """
     _quiet_deliberate_drops()
-    app = create_sim_app(profiles, default_profile, catalog)
+    app = create_sim_app(profiles, default_profile, catalog, monotonic)
     server = _Server(_config(app, host, port, log_level))
     task = asyncio.create_task(server.serve())
     try:

@@ -26,6 +26,7 @@ from contracts.model import Case, Contract
 from providers.gemini import to_gemini_schema
 from providers.openai import to_strict_schema
 from providers.simulator import RunningSimulator, run_simulator
+from providers.simulator.control_client import SimulatorControl
 
 CATALOG: dict[str, Contract] = contract_catalog()
 CASES = [
@@ -467,6 +468,71 @@ async def test_gemini_sdk_raises_its_own_class_with_code_status_and_message(
     exc = caught.value
     assert exc.code == code and exc.status == status
     assert exc.message and exc.message in str(exc)
+
+
+# -- rate limits: the SDKs' own retries read the simulator's headers ---------------------
+
+
+async def _limit(sim: RunningSimulator, provider: str, requests_per_second: float) -> None:
+    async with httpx.AsyncClient() as client:
+        await SimulatorControl(client, sim.base_url).limit(provider, requests_per_second, burst=1)
+
+
+def _gap_after_the_429(sim: RunningSimulator, provider: str) -> float:
+    calls = sim.calls(provider)
+    assert [(c["behaviour"], c["status"]) for c in calls] == [
+        ("ok", 200),
+        ("rate_limited", 429),
+        ("ok", 200),
+    ]
+    return float(calls[2]["received_at"] - calls[1]["received_at"])
+
+
+async def test_openai_sdk_waits_out_a_429_by_its_retry_after_ms_and_succeeds(
+    fresh: RunningSimulator,
+) -> None:
+    """At 0.8 requests per second the 429 says ``retry-after-ms: 1250`` and
+    ``retry-after: 2``; the SDK's own backoff would be 0.375 to 0.5 s. A retry 1.25 s
+    later is the SDK reading ``retry-after-ms``: the headers are the ones it knows."""
+    await _limit(fresh, "sdk-openai", 0.8)
+    system, user = _triage()
+    messages: Any = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    client = openai.AsyncOpenAI(
+        api_key=KEY, base_url=fresh.provider_url("sdk-openai", "openai"), max_retries=2
+    )
+    async with client:
+        await client.chat.completions.create(model="gpt-4o", messages=messages)
+        raw = await client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=messages
+        )
+    assert raw.retries_taken == 1
+    assert raw.parse().choices[0].message.content
+    assert raw.headers["x-ratelimit-limit-requests"] == "48"
+    assert 1.2 <= _gap_after_the_429(fresh, "sdk-openai") < 1.9
+
+
+async def test_anthropic_sdk_waits_out_a_429_by_its_retry_after_and_succeeds(
+    fresh: RunningSimulator,
+) -> None:
+    """At 1 request per second the 429 says ``retry-after: 1`` (whole seconds, as the API
+    does); the SDK's own backoff would be at most 0.5 s."""
+    await _limit(fresh, "sdk-claude", 1)
+    system, user = _triage()
+    client = anthropic.AsyncAnthropic(
+        api_key=KEY, base_url=fresh.provider_url("sdk-claude", "anthropic"), max_retries=2
+    )
+    async with client:
+        for _ in range(2):
+            raw = await client.messages.with_raw_response.create(
+                model="claude-sonnet-4-6",
+                max_tokens=100,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+            )
+    assert raw.retries_taken == 1
+    assert (await raw.parse()).stop_reason == "end_turn"
+    assert raw.headers["anthropic-ratelimit-requests-limit"] == "60"
+    assert _gap_after_the_429(fresh, "sdk-claude") >= 0.95
 
 
 async def test_openai_sdk_without_v1_in_base_url_gets_openais_invalid_url_404(
