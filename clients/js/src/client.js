@@ -31,6 +31,8 @@ const QUIET_KINDS = new Set([
   "job_created",
   "attempt_created",
   "attempt_running",
+  // the provider said not now: the job stays queued, its attempt waits to be sent again
+  "attempt_waiting",
   "replayed",
   "conflict",
   "attempt_refused",
@@ -51,7 +53,24 @@ export function isDecided(job) {
   return job.status === "succeeded" || job.status === "failed" || job.status === "cancelled";
 }
 
-/** The attempt that blocks a new one (starting, running or unknown), or null. */
+/** Why a failed job failed (its error.reason, e.g. "job_deadline"), or null unless failed. */
+export function failureReason(job) {
+  if (job.status !== "failed" || !job.error || typeof job.error !== "object") return null;
+  return job.error.reason ?? null;
+}
+
+/**
+ * Whether the job failed because its deadline passed before a provider could take it
+ * ("job_deadline"), rather than because a provider failed it.
+ */
+export function deadlinePassed(job) {
+  return failureReason(job) === "job_deadline";
+}
+
+/**
+ * The attempt that blocks a new one (starting, running or unknown), or null. A waiting
+ * attempt does not block: the fallback button supersedes it.
+ */
 export function blockingAttempt(job) {
   return (job.attempts || []).find((a) => IN_PROGRESS.includes(a.state)) ?? null;
 }
@@ -122,6 +141,15 @@ function preferWait(headers, waitSeconds) {
   return seconds * 1000;
 }
 
+/** The intention's body, with deadline_s added when asked (the same string without). */
+function bodyWithDeadline(body, deadlineS) {
+  if (deadlineS === undefined || deadlineS === null) return body;
+  if (typeof deadlineS !== "number" || !(deadlineS > 0) || !Number.isFinite(deadlineS)) {
+    throw new TypeError(`deadlineS is a number of seconds above 0, not ${deadlineS}`);
+  }
+  return JSON.stringify({ ...JSON.parse(body), deadline_s: deadlineS });
+}
+
 function parseJSON(text) {
   try {
     return JSON.parse(text);
@@ -168,12 +196,16 @@ export class OnejobClient {
 
   /**
    * Create the intention's job, or get it back if an earlier try (or tab, or click)
-   * already made it.
+   * already made it. `deadlineS` asks for a shorter job deadline than the route's (seconds
+   * from the job's creation); it is not part of the fingerprint, so a job already made
+   * keeps its own. Throws QueueFull (an Unavailable) when the gateway still refused new
+   * jobs when the retries ran out.
    */
-  async createJob(intention, { waitSeconds = 0, signal } = {}) {
+  async createJob(intention, { waitSeconds = 0, signal, deadlineS } = {}) {
     const headers = { "Idempotency-Key": keyHeader(intention.key), "Content-Type": "application/json" };
     const waitMs = preferWait(headers, waitSeconds);
-    const call = { method: "POST", path: "/v1/jobs", headers, body: intention.body, waitMs };
+    const body = bodyWithDeadline(intention.body, deadlineS);
+    const call = { method: "POST", path: "/v1/jobs", headers, body, waitMs };
     const { response, text, tries } = await this._send(call, signal);
     if (!response.ok) raiseProblem(response.status, response.statusText, text);
     return {
@@ -231,7 +263,7 @@ export class OnejobClient {
 
   /** Create the intention's job (or find it again) and wait for it to settle. */
   async run(intention, options = {}) {
-    const created = await this.createJob(intention, { signal: options.signal });
+    const created = await this.createJob(intention, { signal: options.signal, deadlineS: options.deadlineS });
     options.onJob?.(created.job);
     if (isSettled(created.job)) return created.job;
     return this.waitForJob(created.job.id, options);
@@ -356,10 +388,13 @@ export class OnejobClient {
       } finally {
         guard.done();
       }
-      const outcome = response.status === 503 ? (parseJSON(text)?.outcome ?? null) : null;
-      const delayMs = retrying.waitAfterStatus(response.status, response.headers.get("retry-after"), outcome);
+      const problem = response.status === 503 ? parseJSON(text) : null;
+      const outcome = problem?.outcome ?? null;
+      const type = problem?.type ?? null;
+      const delayMs = retrying.waitAfterStatus(response.status, response.headers.get("retry-after"), outcome, type);
       if (delayMs === null) return { response, text, tries: retrying.tries };
-      this.onRetry?.({ method: call.method, path: call.path, tries: retrying.tries, delayMs, status: response.status });
+      const { method, path } = call;
+      this.onRetry?.({ method, path, tries: retrying.tries, delayMs, status: response.status, type });
       await this._sleep(delayMs, signal);
     }
   }

@@ -2,8 +2,10 @@
 //
 //   OnejobError
 //   ├── Unavailable            retried until the deadline, never answered: 503, 429, 502,
-//   │                          504, network errors, timeouts. Safe to try again later with
-//   │                          the same intention (same key, same body).
+//   │   │                      504, network errors, timeouts. Safe to try again later with
+//   │   │                      the same intention (same key, same body).
+//   │   └── QueueFull          the last answer was 503 queue-full: the gateway has too many
+//   │                          jobs waiting to be sent, and made none for this key
 //   ├── StreamUnsupported      the gateway answers the events path without a stream
 //   └── ProblemError           any other answer that is not a success (RFC 9457 problem)
 //       ├── KeyReused          409: this key already made a job from another request
@@ -19,6 +21,8 @@
 // ProblemError would come back the same.
 
 const PROBLEM_BASE = "urn:onejob:";
+/** The problem type of a creation refused because the gateway's queue is full (503). */
+export const QUEUE_FULL = `${PROBLEM_BASE}queue-full`;
 
 export class OnejobError extends Error {
   constructor(message) {
@@ -40,6 +44,9 @@ export class Unavailable extends OnejobError {
     if (cause !== undefined) this.cause = cause;
   }
 }
+
+/** onejob's queue is full and no job was made; retrying later with the same intention is safe. */
+export class QueueFull extends Unavailable {}
 
 /** The gateway answered the events path without an event stream. */
 export class StreamUnsupported extends OnejobError {}

@@ -10,7 +10,9 @@ export type AttemptState =
   | "lost"
   | "failed"
   | "cancelled"
-  | "unknown";
+  | "unknown"
+  /** the provider said not now before doing anything: sent again no earlier than ready_at */
+  | "waiting";
 export type AttemptReason = "initial" | "failover" | "hedge" | "manual";
 
 export interface Attempt {
@@ -22,6 +24,34 @@ export interface Attempt {
   error: Record<string, unknown> | null;
   started_at: string | null;
   finished_at: string | null;
+  /** a waiting attempt is not sent again before this time; null otherwise (and from older gateways) */
+  ready_at?: string | null;
+  /** how many times its provider said not now to it */
+  waits?: number;
+}
+
+/**
+ * Why a job waits: its provider said so (rate_limited, overloaded), or the gateway did not
+ * send it (paced, paused, circuit_open, concurrency).
+ */
+export type WaitingReason =
+  | "rate_limited"
+  | "overloaded"
+  | "paced"
+  | "paused"
+  | "circuit_open"
+  | "concurrency"
+  | (string & {});
+
+/** Why a queued job waits for its provider's capacity, and until when. */
+export interface JobWaiting {
+  /** the waiting attempt */
+  attempt_id: string;
+  provider: string;
+  reason: WaitingReason;
+  /** not sent again before this time (RFC 3339 UTC) */
+  until: string | null;
+  waits: number;
 }
 
 export interface Job {
@@ -37,6 +67,10 @@ export interface Job {
   error: Record<string, unknown> | null;
   created_at: string;
   updated_at: string;
+  /** nothing is sent for the job after this time; null (or absent) from older gateways */
+  deadline_at?: string | null;
+  /** set while the job waits for its provider's capacity: why, and until when */
+  waiting?: JobWaiting | null;
   attempts: Attempt[];
 }
 
@@ -47,7 +81,12 @@ export const IN_PROGRESS: readonly AttemptState[];
 export function isSettled(job: Pick<Job, "status">): boolean;
 /** Whether the job is decided: succeeded, failed or cancelled (not unknown). */
 export function isDecided(job: Pick<Job, "status">): boolean;
+/** The attempt that blocks a new one (starting, running or unknown; a waiting one does not). */
 export function blockingAttempt(job: Pick<Job, "attempts">): Attempt | null;
+/** Why a failed job failed (its error.reason, e.g. "job_deadline"); null unless failed. */
+export function failureReason(job: Pick<Job, "status" | "error">): string | null;
+/** Whether the job failed because its deadline passed while it waited ("job_deadline"). */
+export function deadlinePassed(job: Pick<Job, "status" | "error">): boolean;
 
 // ---- the intention ---------------------------------------------------------------------
 
@@ -148,7 +187,14 @@ export class Retrying {
   remainingMs(): number;
   timeoutMs(extraMs?: number): number;
   backoffMs(): number;
-  waitAfterStatus(status: number, retryAfter: string | null, outcome?: string | null): number | null;
+  /** the last 503's problem type */
+  lastType: string | null;
+  waitAfterStatus(
+    status: number,
+    retryAfter: string | null,
+    outcome?: string | null,
+    problemType?: string | null,
+  ): number | null;
   waitAfterError(error: unknown): number;
 }
 
@@ -161,6 +207,8 @@ export interface RetryInfo {
   delayMs: number;
   /** the status that is retried, null for a network error or a timeout */
   status: number | null;
+  /** a 503's problem type: "urn:onejob:queue-full", "urn:onejob:unavailable" (else null) */
+  type?: string | null;
   error?: unknown;
 }
 
@@ -250,15 +298,25 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
+export interface RunOptions extends WaitOptions {
+  /** seconds: a shorter job deadline than the route's, if the job is made now (createJob) */
+  deadlineS?: number;
+}
+
 export class OnejobClient {
   constructor(options?: ClientOptions);
   readonly baseUrl: string;
   onRetry: ((info: RetryInfo) => void) | null;
   /** false once the gateway answered the events path without a stream */
   streams: boolean;
+  /**
+   * Create the intention's job, or get it back. `deadlineS`: seconds, a shorter job
+   * deadline than the route's; not part of the fingerprint, so a job already made keeps
+   * its own. Throws QueueFull (an Unavailable) when the queue stayed full to the deadline.
+   */
   createJob(
     intention: Intention,
-    options?: { waitSeconds?: number; signal?: AbortSignal },
+    options?: { waitSeconds?: number; signal?: AbortSignal; deadlineS?: number },
   ): Promise<Created>;
   getJob(jobId: string, options?: { waitSeconds?: number; signal?: AbortSignal }): Promise<Job>;
   requestAttempt(
@@ -267,7 +325,7 @@ export class OnejobClient {
     options?: { signal?: AbortSignal },
   ): Promise<AttemptAdded>;
   fallback(jobId: string, provider: string, options?: { signal?: AbortSignal }): Promise<FallbackOutcome>;
-  run(intention: Intention, options?: WaitOptions): Promise<Job>;
+  run(intention: Intention, options?: RunOptions): Promise<Job>;
   waitForJob(jobId: string, options?: WaitOptions): Promise<Job>;
 }
 
@@ -289,6 +347,8 @@ export class Unavailable extends OnejobError {
   /** a 503's outcome: "unknown" (may have been written) or "not_done" */
   readonly outcome: string | null;
 }
+/** The last answer was 503 urn:onejob:queue-full: nothing was made; try again later. */
+export class QueueFull extends Unavailable {}
 export class StreamUnsupported extends OnejobError {}
 export class ProblemError extends OnejobError {
   constructor(status: number, problem: Problem);

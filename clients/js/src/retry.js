@@ -5,9 +5,11 @@
 // success or refusal, is final: a 4xx would come back the same. The wait is the server's
 // Retry-After when it sends one, else an exponential backoff with jitter (half the step
 // plus a random part of the other half, as stripe-python does), capped; everything stops
-// at the overall deadline, with Unavailable.
+// at the overall deadline, with Unavailable (QueueFull when the last answer was the
+// gateway's 503 urn:onejob:queue-full, which is retried the same way: it comes with a
+// Retry-After, and nothing was made for the key).
 
-import { Unavailable } from "./errors.js";
+import { QUEUE_FULL, QueueFull, Unavailable } from "./errors.js";
 
 /** Statuses that mean "not now": the same request may succeed later. */
 export const RETRY_STATUSES = new Set([429, 502, 503, 504]);
@@ -39,6 +41,8 @@ export class Retrying {
     this.tries = 0;
     this.lastStatus = null;
     this.lastOutcome = null;
+    /** the last 503's problem type */
+    this.lastType = null;
   }
 
   remainingMs() {
@@ -59,11 +63,15 @@ export class Retrying {
     return step * (0.5 + 0.5 * this._random());
   }
 
-  /** ms to wait before trying again after this status, or null: the answer is final. */
-  waitAfterStatus(status, retryAfterHeader, outcome = null) {
+  /**
+   * ms to wait before trying again after this status, or null: the answer is final.
+   * `outcome` and `problemType`: what a 503 said, for the error thrown at the deadline.
+   */
+  waitAfterStatus(status, retryAfterHeader, outcome = null, problemType = null) {
     if (!RETRY_STATUSES.has(status)) return null;
     this.lastStatus = status;
     this.lastOutcome = outcome;
+    this.lastType = problemType;
     const retryAfter = parseRetryAfter(retryAfterHeader);
     const delay =
       retryAfter !== null
@@ -76,12 +84,14 @@ export class Retrying {
   /** ms to wait after a try that got no answer (network error, timeout), or throw. */
   waitAfterError(error) {
     this.lastStatus = null;
+    this.lastType = null;
     return this._withinDeadline(this.backoffMs(), `no answer from onejob (${error?.message ?? error})`, error);
   }
 
   _withinDeadline(delay, why, cause) {
     if (delay >= this.remainingMs()) {
-      throw new Unavailable(
+      const GaveUp = this.lastType === QUEUE_FULL ? QueueFull : Unavailable;
+      throw new GaveUp(
         `${why}; gave up after ${this.tries} tries with the same key (${this.policy.deadlineMs / 1000} s deadline)`,
         { tries: this.tries, lastStatus: this.lastStatus, outcome: this.lastOutcome, cause },
       );

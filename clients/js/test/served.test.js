@@ -11,6 +11,7 @@ import {
   KeyReused,
   OnejobClient,
   Unavailable,
+  isSettled,
   rememberIntention,
 } from "../src/index.js";
 import { startFaultProxy } from "../testing/fault-proxy.js";
@@ -199,4 +200,48 @@ describe("against a served gateway", { timeout: 300_000 }, () => {
       await oneJobOneCall(job.id);
     },
   );
+  test("deadlineS is the first try's; a retry with another, or none, replays the same job", async () => {
+    const onejob = new OnejobClient({ baseUrl: stack.gateway, apiKey: stack.key });
+    const intention = Intention.create(CONTRACT, TICKET);
+    const first = await onejob.createJob(intention, { deadlineS: 30 });
+    const again = await onejob.createJob(intention, { deadlineS: 5 }); // not in the fingerprint
+    const plain = await onejob.createJob(intention);
+    assert.equal(first.status, 201);
+    assert.equal(Date.parse(first.job.deadline_at) - Date.parse(first.job.created_at), 30_000);
+    assert.deepEqual([again.replayed, plain.replayed], [true, true]);
+    assert.deepEqual([again.job.deadline_at, plain.job.deadline_at], [first.job.deadline_at, first.job.deadline_at]);
+    await assert.rejects(
+      onejob.createJob(Intention.create(CONTRACT, TICKET), { deadlineS: 601 }), // over the route's 600 s
+      InvalidInput,
+    );
+    const job = await onejob.waitForJob(first.job.id, { timeoutMs: 20_000 });
+    assert.equal(job.status, "succeeded");
+    await oneJobOneCall(job.id);
+  });
+
+  test("a rate-limited job waits, says why, and is sent again under the same key", async () => {
+    await stack.simScript("sim-openai", { kind: "status", code: 429, retry_after: 2 });
+    const onejob = new OnejobClient({ baseUrl: stack.gateway, apiKey: stack.key });
+    const seen = [];
+    const kinds = [];
+    const job = await onejob.run(Intention.create(CONTRACT, TICKET), {
+      timeoutMs: 30_000,
+      onJob: (j) => seen.push(j),
+      onEvent: (e) => kinds.push(e.event),
+    });
+    assert.equal(job.status, "succeeded");
+    const waited = seen.find((j) => j.waiting);
+    assert.ok(waited, seen.map((j) => j.status).join());
+    assert.equal(waited.status, "queued");
+    assert.equal(isSettled(waited), false);
+    assert.equal(waited.waiting.provider, "sim-openai");
+    assert.equal(waited.waiting.reason, "rate_limited");
+    assert.equal(waited.attempts[0].state, "waiting");
+    assert.equal(waited.attempts[0].ready_at, waited.waiting.until);
+    assert.ok(kinds.includes("attempt_waiting"), kinds.join());
+    assert.equal(job.attempts.length, 1);
+    assert.equal(job.attempts[0].waits, 1);
+    const calls = await stack.simCalls(job.id);
+    assert.deepEqual(calls.map((c) => c.idempotency_key), [`${job.id}/1`, `${job.id}/1`]);
+  });
 });

@@ -148,7 +148,7 @@ test("without an event stream the wait polls with Prefer: wait", async () => {
 test("events that never settle a job do not read it; others, and unknown kinds, do", async () => {
   const { mayHaveSettled } = await import("../src/index.js");
   const audit = (kind) => ({ event: kind, data: JSON.stringify({ id: 1, kind, detail: {} }), id: "1", retry: null });
-  for (const kind of ["job_created", "attempt_created", "attempt_running", "replayed", "attempt_refused", "failover_skipped"]) {
+  for (const kind of ["job_created", "attempt_created", "attempt_running", "attempt_waiting", "replayed", "attempt_refused", "failover_skipped"]) {
     assert.equal(mayHaveSettled(audit(kind)), false, kind);
   }
   for (const kind of ["attempt_unknown", "attempt_succeeded", "job_failed", "job_cancelled", "a_new_kind"]) {
@@ -212,4 +212,25 @@ test("polling an unknown job until it is decided does not ask in a tight loop", 
   assert.equal(done.status, "succeeded");
   assert.equal(polls, 3);
   assert.deepEqual(slept, [1000, 1000]);
+});
+
+const providerSaysNotNow = (req, res, state) => {
+  // Audit events only (no `event: job`): the attempt waits, then runs and succeeds.
+  startStream(res);
+  res.write(event(1, "attempt_running") + event(2, "attempt_waiting"));
+  setTimeout(() => {
+    state.status = "succeeded";
+    res.write(event(3, "attempt_running") + event(4, "attempt_succeeded"));
+  }, 200);
+};
+
+test("a provider saying not now does not wake the waiter to read the job", async () => {
+  const state = await stub(providerSaysNotNow);
+  const { done, seen } = await waitOn(state);
+  assert.equal(done.status, "succeeded");
+  assert.deepEqual(
+    seen.map((e) => e.event),
+    ["attempt_running", "attempt_waiting", "attempt_running", "attempt_succeeded"],
+  );
+  assert.equal(state.jobReads, 1); // after attempt_succeeded only, not after attempt_waiting
 });

@@ -55,8 +55,19 @@ def onejob_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
 
 
-def config_text(gateway_port: int, sim_port: int, certifications: Path) -> str:
-    """Return an ``onejob.toml``: the simulator on ``sim_port``, short deadlines."""
+def config_text(
+    gateway_port: int,
+    sim_port: int,
+    certifications: Path,
+    *,
+    dispatcher: str = "",
+    extra: str = "",
+) -> str:
+    """Return an ``onejob.toml``: the simulator on ``sim_port``, short deadlines.
+
+    ``dispatcher``: more lines of the ``[dispatcher]`` table (``enabled = false``);
+    ``extra``: more tables (``[admission]``), at the end.
+    """
     sim = f"http://127.0.0.1:{sim_port}"
     return f"""\
 certifications_path = {json.dumps(str(certifications))}
@@ -74,6 +85,7 @@ lease_ttl = 5.0
 poll_interval = 0.5
 reap_interval = 0.2
 shutdown_grace = 2.0
+{dispatcher}
 
 [reconciler]
 enabled = false
@@ -94,6 +106,7 @@ timeout = 5.0
 primary = "sim-openai"
 fallbacks = ["sim-anthropic"]
 max_attempts = 3
+{extra}
 """
 
 
@@ -136,6 +149,16 @@ class Stack:
             headers={"Authorization": f"Bearer {self.key}"},
         )
         return {job["id"] for job in response.json()["jobs"]}
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel one of ``alice``'s jobs; return it."""
+        response = httpx.post(
+            f"{self.gateway}/v1/jobs/{job_id}/cancel",
+            headers={"Authorization": f"Bearer {self.key}"},
+        )
+        response.raise_for_status()
+        job: dict[str, Any] = response.json()
+        return job
 
     def job(self, job_id: str) -> dict[str, Any]:
         """Return one of ``alice``'s jobs."""
@@ -223,13 +246,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def served_stack(work_dir: Path) -> Iterator[Stack]:
-    """Serve a gateway with its simulator from ``work_dir`` until the block ends."""
+def served_stack(work_dir: Path, *, dispatcher: str = "", extra: str = "") -> Iterator[Stack]:
+    """Serve a gateway with its simulator from ``work_dir`` until the block ends
+    (``dispatcher``, ``extra``: more configuration, as ``config_text`` takes it)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     gw_port, sim_port = free_port(), free_port()
     certs = work_dir / "certifications.json"
     config = work_dir / "onejob.toml"
-    config.write_text(config_text(gw_port, sim_port, certs), encoding="utf-8")
+    text = config_text(gw_port, sim_port, certs, dispatcher=dispatcher, extra=extra)
+    config.write_text(text, encoding="utf-8")
     certify_providers(config, certs)
     database = f"sqlite+aiosqlite:///{work_dir / 'onejob.db'}"
     log = work_dir / "gateway.log"

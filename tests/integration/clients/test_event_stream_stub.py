@@ -296,3 +296,83 @@ async def test_the_job_comes_with_the_stream_and_until_follows_an_unknown_job(
     assert decided.status is JobStatus.SUCCEEDED  # followed through unknown
     assert server.job_reads == 0  # every job came with the stream: none was read
     assert server.last_event_ids == [None, None]
+
+
+def waiting_job() -> dict[str, Any]:
+    """The job while its provider's "not now" lasts: queued, its attempt waiting."""
+    attempt = {
+        "id": "att_1",
+        "number": 1,
+        "provider": "sim-openai",
+        "reason": "initial",
+        "state": "waiting",
+        "error": {"reason": "rate_limited", "capacity": "rate_limited"},
+        "started_at": None,
+        "finished_at": None,
+        "ready_at": "2026-12-04T00:00:02.000Z",
+        "waits": 1,
+    }
+    waiting = {
+        "attempt_id": "att_1",
+        "provider": "sim-openai",
+        "reason": "rate_limited",
+        "until": "2026-12-04T00:00:02.000Z",
+        "waits": 1,
+    }
+    return {**job("queued"), "attempts": [attempt], "waiting": waiting}
+
+
+def provider_says_not_now(handler: StubHandler) -> None:
+    """Audit events only (no ``event: job``): the attempt waits, then runs and succeeds."""
+    handler.start_stream()
+    handler.send(
+        event(1, "attempt_running"),
+        event(2, "attempt_waiting", capacity="rate_limited", until="2026-12-04T00:00:02Z"),
+    )
+    time.sleep(0.2)
+    handler.server.status = "succeeded"
+    handler.send(event(3, "attempt_running"), event(4, "attempt_succeeded"))
+    handler.server.release.wait(10)
+
+
+async def test_a_provider_saying_not_now_does_not_wake_the_waiter(
+    stub: Callable[..., StubServer], wait: Callable[..., Any]
+) -> None:
+    server = stub(provider_says_not_now)
+    seen: list[ServerSentEvent] = []
+    done, _ = await wait(server, seen)
+    assert done.status is JobStatus.SUCCEEDED
+    assert [e.event for e in seen] == [
+        "attempt_running",
+        "attempt_waiting",
+        "attempt_running",
+        "attempt_succeeded",
+    ]
+    assert server.job_reads == 1  # after attempt_succeeded only, not after attempt_waiting
+
+
+def waiting_then_succeeded(handler: StubHandler) -> None:
+    """The gateway's own shape: the job after each change, a waiting one among them."""
+    handler.start_stream()
+    handler.send(
+        event(1, "attempt_waiting"), f"event: job\ndata: {json.dumps(waiting_job())}\n\n".encode()
+    )
+    time.sleep(0.1)
+    handler.server.status = "succeeded"
+    handler.send(event(2, "attempt_succeeded"), job_event("succeeded"))
+    handler.server.release.wait(10)
+
+
+async def test_a_waiting_job_comes_with_the_stream_saying_why_and_until_when(
+    stub: Callable[..., StubServer],
+) -> None:
+    server = stub(waiting_then_succeeded)
+    jobs: list[Any] = []
+    async with AsyncClient(server.url, "oj_key") as onejob:
+        done = await onejob.wait(JOB_ID, timeout=10, on_job=jobs.append)
+    assert done.status is JobStatus.SUCCEEDED
+    first = jobs[0]
+    assert first.status is JobStatus.QUEUED and first.attempts[0].state.value == "waiting"
+    assert first.waiting is not None and first.waiting.reason == "rate_limited"
+    assert first.waiting.until == "2026-12-04T00:00:02.000Z"
+    assert server.job_reads == 0  # every job came with the stream and was read from it

@@ -6,7 +6,7 @@ import email.utils
 
 import httpx
 import pytest
-from onejob_client import RetryPolicy, Unavailable
+from onejob_client import QueueFull, RetryPolicy, Unavailable
 from onejob_client.retry import Retrying, parse_retry_after
 
 
@@ -87,3 +87,27 @@ def test_a_try_never_outlives_the_deadline() -> None:
     assert r.timeout(extra=5.0) == 10.0
     clock.now += 9.95
     assert r.timeout() == 0.1
+
+
+def test_a_full_queue_is_retried_after_retry_after_and_gives_up_with_queue_full() -> None:
+    clock = Clock()
+    r = retrying(RetryPolicy(deadline=8.0), clock, rng=0.0)
+    r.timeout()
+    r.note_outcome(None, "urn:onejob:queue-full")
+    assert r.wait_after_status(503, {"retry-after": "5"}) == 5.0
+    clock.now += 5.0
+    r.timeout()
+    r.note_outcome(None, "urn:onejob:queue-full")
+    with pytest.raises(QueueFull) as raised:
+        r.wait_after_status(503, {"retry-after": "5"})
+    assert isinstance(raised.value, Unavailable)
+    assert (raised.value.tries, raised.value.last_status) == (2, 503)
+
+
+def test_only_a_full_queue_as_the_last_answer_gives_queue_full() -> None:
+    r = retrying(RetryPolicy(deadline=0.2), Clock())
+    r.timeout()
+    r.note_outcome(None, "urn:onejob:queue-full")
+    with pytest.raises(Unavailable) as raised:
+        r.wait_after_error(httpx.ConnectError("refused"))  # then no answer at all
+    assert type(raised.value) is Unavailable

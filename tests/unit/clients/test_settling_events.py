@@ -19,6 +19,7 @@ def audit(kind: str) -> ServerSentEvent:
         "job_created",
         "attempt_created",
         "attempt_running",
+        "attempt_waiting",
         "replayed",
         "attempt_refused",
         "failover_skipped",
@@ -33,6 +34,20 @@ def test_a_skipped_failover_as_the_gateway_writes_it_does_not_read_the_job() -> 
     detail = {"fallback": "sim-anthropic", "primary": "sim-openai", "reason": "suspended"}
     data = {"id": 7, "kind": "failover_skipped", "attempt_id": "att_1", "detail": detail}
     assert not may_have_settled(ServerSentEvent("failover_skipped", json.dumps(data), "7"))
+
+
+def test_a_provider_saying_not_now_as_the_gateway_writes_it_does_not_read_the_job() -> None:
+    # gateway/store/waits.py: the provider's error, then until when and how many waits.
+    detail = {
+        "outcome": "definite",
+        "reason": "rate_limited",
+        "capacity": "rate_limited",
+        "retry_after_s": 2.0,
+        "until": "2026-12-07T07:00:02Z",
+        "waits": 1,
+    }
+    data = {"id": 4, "kind": "attempt_waiting", "attempt_id": "att_1", "detail": detail}
+    assert not may_have_settled(ServerSentEvent("attempt_waiting", json.dumps(data), "4"))
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from onejob_client.protocol import (
     read_created,
     read_job,
     still_in_progress,
-    unavailable_outcome,
+    unavailable_answer,
 )
 from onejob_client.retry import RETRY_STATUSES, Retrying, RetryPolicy
 from onejob_client.sse import ServerSentEvent
@@ -78,9 +78,17 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def create_job(self, intention: Intention, *, wait: float | None = None) -> Created:
-        """Create the intention's job, or get it back if an earlier try already made it."""
-        response, retrying = self._send(create_call(intention, wait))
+    def create_job(
+        self, intention: Intention, *, wait: float | None = None, deadline_s: float | None = None
+    ) -> Created:
+        """Create the intention's job, or get it back if an earlier try already made it.
+
+        ``deadline_s`` asks for a shorter job deadline than the route's (seconds from the
+        job's creation); it is not part of the fingerprint, so a job already made keeps
+        its own. ``QueueFull`` (an ``Unavailable``): the gateway still refused new jobs
+        when the retries ran out.
+        """
+        response, retrying = self._send(create_call(intention, wait, deadline_s))
         return read_created(response, retrying.tries)
 
     def get_job(self, job_id: str, *, wait: float | None = None) -> Job:
@@ -106,9 +114,10 @@ class Client:
         until: Until | None = None,
         on_event: OnEvent | None = None,
         on_job: OnJob | None = None,
+        deadline_s: float | None = None,
     ) -> Job:
         """Create the intention's job (or find it again) and wait for it to settle."""
-        created = self.create_job(intention)
+        created = self.create_job(intention, deadline_s=deadline_s)
         if on_job is not None:
             on_job(created.job)
         if (until or is_settled)(created.job):
@@ -217,7 +226,7 @@ class Client:
                 log.info("%s %s: %s; retry in %.2f s", call.method, call.path, exc, delay)
                 self._sleep(delay)
                 continue
-            retrying.note_outcome(unavailable_outcome(response))
+            retrying.note_outcome(*unavailable_answer(response))
             delay_or_none = retrying.wait_after_status(response.status_code, response.headers)
             if delay_or_none is None:
                 return response, retrying

@@ -4,8 +4,10 @@
 
     OnejobError
     ├── Unavailable            retried until the deadline, never answered: 503, 429, 502,
-    │                          504, connection errors, timeouts. Safe to try again later
-    │                          with the same intention (same key, same body).
+    │   │                      504, connection errors, timeouts. Safe to try again later
+    │   │                      with the same intention (same key, same body).
+    │   └── QueueFull          the last answer was 503 queue-full: the gateway has too many
+    │                          jobs waiting to be sent, and made none for this key
     ├── StreamUnsupported      the gateway answers the events path without a stream
     └── ProblemError           any other answer that is not a success (RFC 9457 problem)
         ├── KeyReused          409: this key already made a job from another request
@@ -29,6 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 PROBLEM_BASE = "urn:onejob:"
+#: The problem type of a creation refused because the gateway's queue is full (503).
+QUEUE_FULL = PROBLEM_BASE + "queue-full"
 
 
 class OnejobError(Exception):
@@ -54,6 +58,11 @@ class Unavailable(OnejobError):
         self.last_status = last_status  #: the last HTTP status, None when none came
         #: a 503's ``outcome``: ``unknown`` (may have been written) or ``not_done``
         self.outcome = outcome
+
+
+class QueueFull(Unavailable):
+    """onejob's queue is full and no job was made; retrying later with the same intention
+    is safe."""
 
 
 class StreamUnsupported(OnejobError):

@@ -10,7 +10,9 @@ from typing import Any
 class JobStatus(str, enum.Enum):
     """Where a job stands."""
 
-    QUEUED = "queued"  #: created; its first attempt has not started
+    #: created, and no attempt is in flight: one is about to start, or waits for its
+    #: provider's capacity (``Job.waiting`` says why and until when)
+    QUEUED = "queued"
     RUNNING = "running"  #: an attempt is in flight
     #: an attempt's outcome is not known (a timeout, a dropped connection): it may still
     #: finish at the provider, so nothing new starts until it is resolved out of band
@@ -20,6 +22,8 @@ class JobStatus(str, enum.Enum):
     CANCELLED = "cancelled"  #: decided: cancelled
 
 
+#: ``error.reason`` of a job that failed because its deadline passed while it waited.
+JOB_DEADLINE = "job_deadline"
 #: The statuses ``Prefer: wait`` and ``wait`` stop at: nothing will change on its own.
 SETTLED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.UNKNOWN})
 #: The statuses the event stream ends at: decided (``unknown`` may still be resolved).
@@ -36,9 +40,14 @@ class AttemptState(str, enum.Enum):
     FAILED = "failed"  #: definitely did not do the work
     CANCELLED = "cancelled"  #: resolved as cancelled
     UNKNOWN = "unknown"  #: may or may not have done the work; blocks new attempts
+    #: its provider said not now (a rate limit, an overload) before doing anything: sent
+    #: again, under the same key, no earlier than ``ready_at``; nothing of it is in flight,
+    #: so the fallback button supersedes it (it becomes ``cancelled``, ``superseded``)
+    WAITING = "waiting"
 
 
-#: Attempt states that block a new attempt (R4).
+#: Attempt states that block a new attempt (R4). A ``waiting`` attempt does not: a manual
+#: attempt supersedes it.
 IN_PROGRESS = frozenset({AttemptState.STARTING, AttemptState.RUNNING, AttemptState.UNKNOWN})
 
 
@@ -54,6 +63,9 @@ class Attempt:
     error: dict[str, Any] | None
     started_at: str | None
     finished_at: str | None
+    #: a ``waiting`` attempt is not sent again before this time (RFC 3339 UTC); else None
+    ready_at: str | None = None
+    waits: int = 0  #: how many times its provider said not now to it (each a wait)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Attempt:
@@ -66,6 +78,36 @@ class Attempt:
             error=data.get("error"),
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
+            ready_at=data.get("ready_at"),
+            waits=int(data.get("waits") or 0),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityWait:
+    """Why a queued job waits for its provider's capacity, and until when.
+
+    Not a failure: the provider said not now (or the gateway knows it would), nothing was
+    done, and the same attempt is sent again once ``until`` has passed, unless the job's
+    deadline comes first (then the job fails with ``job_deadline``).
+    """
+
+    attempt_id: str  #: the waiting attempt
+    provider: str
+    #: ``rate_limited`` or ``overloaded`` (the provider said so), or why the gateway did not
+    #: send it: ``paced``, ``paused``, ``circuit_open``, ``concurrency``
+    reason: str
+    until: str | None  #: not sent again before this time (RFC 3339 UTC)
+    waits: int  #: how many times its provider said not now to it
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CapacityWait:
+        return cls(
+            attempt_id=data["attempt_id"],
+            provider=data["provider"],
+            reason=str(data.get("reason") or ""),
+            until=data.get("until"),
+            waits=int(data.get("waits") or 0),
         )
 
 
@@ -84,9 +126,15 @@ class Job:
     error: dict[str, Any] | None
     attempts: tuple[Attempt, ...]
     raw: dict[str, Any] = dataclasses.field(repr=False, compare=False)  #: the whole body
+    #: nothing is sent for the job after this time (RFC 3339 UTC); None from a gateway
+    #: older than deadlines
+    deadline_at: str | None = None
+    #: set while the job waits for its provider's capacity: why, and until when
+    waiting: CapacityWait | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Job:
+        waiting = data.get("waiting")
         return cls(
             id=data["id"],
             idempotency_key=data["idempotency_key"],
@@ -99,6 +147,8 @@ class Job:
             error=data.get("error"),
             attempts=tuple(Attempt.from_json(a) for a in data.get("attempts") or []),
             raw=data,
+            deadline_at=data.get("deadline_at"),
+            waiting=CapacityWait.from_json(waiting) if isinstance(waiting, dict) else None,
         )
 
     @property
@@ -115,6 +165,20 @@ class Job:
     def blocking_attempt(self) -> Attempt | None:
         """Return the attempt that blocks a new one (starting, running or unknown)."""
         return next((a for a in self.attempts if a.state in IN_PROGRESS), None)
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Return why a failed job failed (its ``error.reason``); None unless ``failed``."""
+        if self.status is not JobStatus.FAILED or not isinstance(self.error, dict):
+            return None
+        reason = self.error.get("reason")
+        return str(reason) if reason is not None else None
+
+    @property
+    def deadline_passed(self) -> bool:
+        """Say whether the job failed because its deadline passed before a provider could
+        take it (``job_deadline``), rather than because a provider failed it."""
+        return self.failure_reason == JOB_DEADLINE
 
 
 def is_settled(job: Job) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,8 @@ QUIET_KINDS = frozenset(
         "job_created",
         "attempt_created",
         "attempt_running",
+        # the provider said not now: the job stays queued, its attempt waits to be sent again
+        "attempt_waiting",
         "replayed",
         "conflict",
         "attempt_refused",
@@ -65,11 +68,18 @@ class Call:
     wait: float = 0.0  # seconds of ``Prefer: wait``: the try's timeout grows by this
 
 
-def create_call(intention: Intention, wait: float | None = None) -> Call:
-    """Return the creation request of ``intention``: its key and its body, every time."""
+def create_call(
+    intention: Intention, wait: float | None = None, deadline_s: float | None = None
+) -> Call:
+    """Return the creation request of ``intention``: its key and its body, every time.
+
+    ``deadline_s`` asks for a job deadline shorter than the route's. It is not part of the
+    request's fingerprint: when an earlier try (or an earlier call) already made the job,
+    the job keeps the deadline it was made with, whatever this call asks.
+    """
     headers = {"Idempotency-Key": key_header(intention.key), "Content-Type": "application/json"}
     seconds = _prefer_wait(headers, wait)
-    return Call("POST", "/v1/jobs", headers, intention.body, seconds)
+    return Call("POST", "/v1/jobs", headers, _with_deadline(intention.body, deadline_s), seconds)
 
 
 def job_call(job_id: str, wait: float | None = None) -> Call:
@@ -94,6 +104,17 @@ def events_call(job_id: str, last_event_id: str = "") -> Call:
     return Call("GET", f"/v1/jobs/{job_id}/events", headers)
 
 
+def _with_deadline(body: bytes, deadline_s: float | None) -> bytes:
+    """Return the intention's body with ``deadline_s`` added (the same bytes without one)."""
+    if deadline_s is None:
+        return body
+    if isinstance(deadline_s, bool) or not 0 < deadline_s < math.inf:
+        raise ValueError(f"deadline_s is a number of seconds above 0, not {deadline_s!r}")
+    document = json.loads(body)
+    document["deadline_s"] = deadline_s
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
 def _prefer_wait(headers: dict[str, str], wait: float | None) -> float:
     if wait is None or wait <= 0:
         return 0.0
@@ -115,16 +136,22 @@ def raise_problem(response: httpx.Response) -> None:
     raise problem_error(response.status_code, problem)
 
 
-def unavailable_outcome(response: httpx.Response) -> str | None:
-    """Return a 503's ``outcome`` (``unknown``: may have been written; ``not_done``)."""
+def unavailable_answer(response: httpx.Response) -> tuple[str | None, str | None]:
+    """Return a 503's ``outcome`` (``unknown``: may have been written; ``not_done``) and
+    problem ``type`` (``urn:onejob:unavailable``, ``urn:onejob:queue-full``); Nones else."""
     if response.status_code != 503:
-        return None
+        return None, None
     try:
         body = response.json()
     except ValueError:
-        return None
-    outcome = body.get("outcome") if isinstance(body, dict) else None
-    return str(outcome) if outcome is not None else None
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    outcome, kind = body.get("outcome"), body.get("type")
+    return (
+        str(outcome) if outcome is not None else None,
+        str(kind) if kind is not None else None,
+    )
 
 
 def read_created(response: httpx.Response, tries: int) -> Created:

@@ -5,7 +5,9 @@ answered: a connection error or a timeout, or 429, 502, 503 or 504. Any other an
 success or refusal, is final: a 4xx would come back the same. The wait is the server's
 ``Retry-After`` when it sends one, else an exponential backoff with jitter (half the step
 plus a random part of the other half, as stripe-python does), capped; everything stops
-at the overall deadline, with ``Unavailable``.
+at the overall deadline, with ``Unavailable`` (``QueueFull`` when the last answer was the
+gateway's 503 ``urn:onejob:queue-full``, which is retried the same way: it comes with a
+``Retry-After``, and nothing was made for the key).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 import httpx
 
-from onejob_client.errors import Unavailable
+from onejob_client.errors import QUEUE_FULL, QueueFull, Unavailable
 
 #: Statuses that mean "not now": the same request may succeed later.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -67,6 +69,7 @@ class Retrying:
         self.tries = 0  #: requests sent so far
         self.last_status: int | None = None
         self.last_outcome: str | None = None
+        self.last_type: str | None = None  #: the last 503's problem type
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline."""
@@ -102,17 +105,21 @@ class Retrying:
         if not isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.ProtocolError):
             raise exc  # a bad URL or proxy setting: trying again cannot help
         self.last_status = None
+        self.last_type = None
         return self._within_deadline(
             self.backoff(), f"no answer from onejob ({type(exc).__name__})", exc
         )
 
-    def note_outcome(self, outcome: str | None) -> None:
-        """Remember a 503's ``outcome`` (``unknown`` or ``not_done``) for ``Unavailable``."""
+    def note_outcome(self, outcome: str | None, problem_type: str | None = None) -> None:
+        """Remember what an answer's 503 said, for the error raised at the deadline: its
+        ``outcome`` (``unknown`` or ``not_done``) and its problem ``type``."""
         self.last_outcome = outcome
+        self.last_type = problem_type
 
     def _within_deadline(self, delay: float, why: str, cause: Exception | None = None) -> float:
         if delay >= self.remaining():
-            raise Unavailable(
+            error = QueueFull if self.last_type == QUEUE_FULL else Unavailable
+            raise error(
                 f"{why}; gave up after {self.tries} tries with the same key "
                 f"({self.policy.deadline:g} s deadline)",
                 tries=self.tries,
