@@ -95,6 +95,33 @@ async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
             yield Stack(gw, control, key, admin)
 
 
+#: ``capacity_stack``'s circuit breaker: open after 3 failures in a row, and for longer than
+#: a test runs (the default 5 s would close it under the browser's feet).
+BREAKER = {"breaker_failures": 3, "breaker_open": 600.0}
+
+
+@pytest.fixture
+async def capacity_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    """Gateway + dispatcher + simulator with no certificate at all, so no fallback can take
+    a job its provider said not now to: the job waits for that provider (issue 43). Its
+    circuit breaker is ``BREAKER``."""
+    store = await open_store(sqlite_url)
+    try:
+        _, key = await store.create_api_key("alice", frozenset({"jobs"}))
+        _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
+    finally:
+        await store.close()
+    async with (
+        run_simulator(port=0, catalog=contract_catalog) as sim,
+        open_sim_control(sim) as control,
+    ):
+        settings = _settings(sim, sqlite_url, tmp_path)
+        breaker = settings.capacity.model_copy(update=BREAKER)
+        settings = settings.model_copy(update={"capacity": breaker})
+        async with run_gateway(settings) as gw:
+            yield Stack(gw, control, key, admin)
+
+
 #: The registry of ``attention_stack``: one pair suspended by shadow checks, one
 #: certificate about to expire, one expired (``docs/console.md``, failover matrix).
 SUSPENDED = {"contract": "ticket-triage@1", "primary": "sim-openai", "fallback": "sim-anthropic"}

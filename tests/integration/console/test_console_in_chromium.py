@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from typing import Any
 
@@ -419,6 +420,165 @@ async def test_the_matrix_shows_a_suspended_pair_its_shadow_checks_and_what_expi
     assert_key_kept_out(watched, stack.key)
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_the_matrix_shows_an_open_circuit_first_and_a_pause_as_it_comes(
+    capacity_stack: Any, open_page: Any, shoot: Any, width: int
+) -> None:
+    stack = capacity_stack
+    owner = stack.api()
+    # Three 500s in a row open sim-openai's circuit (no certified fallback: each job fails).
+    await stack.sim.script("sim-openai", {"kind": "status", "code": 500}, count=3)
+    for n in range(3):
+        failed = (await owner.create(case_input(n), wait=10)).json()
+        assert failed["status"] == "failed", failed
+    openai = await provider(owner, "sim-openai")
+    assert openai["circuit"] == "open" and openai["consecutive_failures"] == 3, openai
+    pairs = len((await owner.gw.client.get("/v1/certifications", headers=owner.auth)).json()[
+        "certifications"
+    ])  # fmt: skip
+
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
+    await sign_in(page, stack.url, stack.key)
+    await page.get_by_role("link", name="Failover matrix").click()
+    summary = page.locator("section.attention")
+    await expect(summary.locator(".circuit-summary")).to_contain_text(
+        f"1 provider with an open circuit: sim-openai until {clock(openai['circuit_until'])}"
+        " (3 failures in a row)"
+    )
+    await expect(summary.locator(".circuit-summary")).to_contain_text(
+        "Nothing is sent to it until then"
+    )
+    row = page.locator("section[data-contract='ticket-triage@1'] tr[data-fallback='sim-anthropic']")
+    circuit = row.locator(".capacity[data-provider='sim-openai']")
+    await expect(circuit.locator(".badge")).to_have_text(
+        [f"circuit open until {clock(openai['circuit_until'])}"]
+    )
+    await expect(circuit).to_contain_text("3 failures in a row")
+    # Every pair whose primary it is says so; sim-anthropic's circuit is closed and it has
+    # not paused: nothing is said of it.
+    await expect(page.locator(".capacity[data-circuit='open']")).to_have_count(pairs)
+    await expect(page.locator(".capacity[data-provider='sim-anthropic']")).to_have_count(0)
+
+    # sim-anthropic asks for two minutes: a job on it waits, and the open page follows.
+    await stack.sim.script("sim-anthropic", {"kind": "status", "code": 429, "retry_after": 120})
+    paused = await owner.gw.client.post(
+        "/v1/jobs",
+        json={"contract": "ticket-triage@1", "input": case_input(3), "provider": "sim-anthropic"},
+        headers={**owner.auth, "Idempotency-Key": "paused-1"},
+    )
+    await owner.until(paused.json()["id"], lambda j: j["waiting"] is not None)
+    anthropic = await provider(owner, "sim-anthropic")
+    assert anthropic["pause_reason"] == "rate_limited", anthropic
+    pause = row.locator(".capacity[data-provider='sim-anthropic']")
+    await expect(pause.locator(".badge")).to_have_text(
+        [f"paused until {clock(anthropic['paused_until'])} (rate limited)"],
+        timeout=SETTLE_TIMEOUT,
+    )
+    await expect(pause.locator(".capacity-facts")).to_have_text(
+        "1 waiting", timeout=SETTLE_TIMEOUT
+    )  # counted each second; nothing else queued for it, so no "0 queued"
+    # A pause is no open circuit: the summary still names sim-openai alone.
+    await expect(summary.locator(".circuit-summary")).to_contain_text("1 provider with")
+    await expect(summary).not_to_contain_text("sim-anthropic")
+
+    await assert_fits(page, f"matrix-capacity-{width}")
+    await shoot(page, f"matrix-capacity-{width}")
+    await shoot(page, f"matrix-capacity-top-{width}", summary)
+    await shoot(page, f"matrix-capacity-row-{width}", row)
+    assert_key_kept_out(watched, stack.key)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_a_job_waiting_for_capacity_says_why_and_until_when_and_a_deadline_reads_plainly(
+    capacity_stack: Any, open_page: Any, shoot: Any, width: int
+) -> None:
+    stack = capacity_stack
+    owner = stack.api()
+    # Longer than the test runs: the job is still waiting when the pages are checked.
+    await stack.sim.script("sim-openai", {"kind": "status", "code": 429, "retry_after": 60})
+    created = (await owner.create(case_input(0))).json()
+    job = await owner.until(created["id"], lambda j: j["waiting"] is not None)
+    assert job["status"] == "queued" and job["waiting"]["reason"] == "rate_limited", job
+    until = clock(job["waiting"]["until"])
+    # sim-anthropic asks for a minute, and this job has 5 s: it fails on its deadline at once.
+    await stack.sim.script("sim-anthropic", {"kind": "status", "code": 429, "retry_after": 60})
+    late = (
+        await owner.gw.client.post(
+            "/v1/jobs",
+            json={
+                "contract": "ticket-triage@1",
+                "input": case_input(1),
+                "provider": "sim-anthropic",
+                "deadline_s": 5,
+            },
+            headers={**owner.auth, "Idempotency-Key": "late-1", "Prefer": "wait=10"},
+        )
+    ).json()
+    assert late["status"] == "failed" and late["error"]["reason"] == "job_deadline", late
+
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
+    await sign_in(page, stack.url, stack.key)
+    status = page.locator(f"#jobs-table tr[data-job='{job['id']}'] td[data-label='Status']")
+    await expect(status).to_have_text(
+        f"queued · waiting for sim-openai until {until} (rate limited)"
+    )
+    await expect(
+        page.locator(f"#jobs-table tr[data-job='{late['id']}'] td[data-label='Status']")
+    ).to_have_text("failed")
+    await assert_fits(page, f"jobs-waiting-{width}")
+    await shoot(page, f"jobs-waiting-{width}")
+
+    await page.goto(f"{stack.url}#/jobs/{job['id']}")
+    await expect(page.locator("#job-status")).to_have_text("queued")
+    waiting = page.locator("#job-waiting")
+    await expect(waiting.locator(".badge")).to_have_text("waiting")
+    await expect(waiting.locator(".why")).to_have_text("rate limited by sim-openai")
+    await expect(waiting).to_contain_text(f"attempt 1 is not sent again before {until} (1 wait)")
+    await expect(page.locator("#job-deadline")).to_contain_text(stamp(job["deadline_at"]))
+    await expect(page.locator("#job-refresh")).to_contain_text(
+        f"status queued, waiting for sim-openai until {until}, in "
+    )
+    attempt = page.locator("#attempts-table tr[data-state='waiting']")
+    await expect(attempt.locator("td[data-label='State']")).to_have_text(f"waiting until {until}")
+    await expect(attempt.locator("td[data-label='Waits']")).to_have_text("1")
+    await expect(attempt.locator("td[data-label='Error'] .error-words")).to_have_text(
+        "429 rate limited by sim-openai, asked to wait 60 s."
+    )
+    lane = page.locator("svg.timeline g.lane-attempt")
+    await expect(lane.locator("g.mark-waiting")).to_have_count(1)
+    await expect(lane.locator("text.end-label")).to_have_text("waiting")
+    await expect(lane.locator("g.mark-waiting title")).to_contain_text(
+        f"waiting: rate limited by sim-openai until {until}"
+    )
+    await expect(
+        page.locator("#events-table tr[data-kind='attempt_waiting'] .event-words")
+    ).to_have_text(f"rate limited by sim-openai (429): not sent again before {until}; wait 1, "
+                   "asked for 60 s")  # fmt: skip
+    await expect(page.locator("#job-region")).to_contain_text("the job waits for capacity")
+    await assert_fits(page, f"job-waiting-{width}")
+    await shoot(page, f"job-waiting-{width}")
+
+    await page.goto(f"{stack.url}#/jobs/{late['id']}")
+    await expect(page.locator("#job-status")).to_have_text("failed")
+    await expect(page.locator("#job-waiting")).to_have_count(0)
+    deadline = clock(late["deadline_at"])
+    await expect(page.locator("#job-error-words")).to_have_text(
+        f"The job's deadline ({deadline}) came first: sim-anthropic cannot take the call for"
+        " 60.0s, past the job's deadline."
+    )
+    await expect(page.locator("#events-table tr[data-kind='job_failed']")).to_contain_text(
+        f"The job's deadline ({deadline}) came first"
+    )
+    failed = page.locator("#attempts-table tr[data-state='failed']")
+    await expect(failed.locator(".error-words")).to_contain_text("The job's deadline")
+    await expect(page.locator("svg.timeline g.lane-attempt g.mark-failed title")).to_contain_text(
+        "attempt_failed (job deadline)"
+    )
+    await assert_fits(page, f"job-deadline-{width}")
+    await shoot(page, f"job-deadline-{width}")
+    assert_key_kept_out(watched, stack.key)
+
+
 async def test_recent_jobs_page_by_cursor_and_filter_by_status(stack: Any, open_page: Any) -> None:
     owner = stack.api()
     for provider in ("sim-openai", "sim-anthropic"):  # the certified fallback fails too
@@ -642,6 +802,26 @@ async def focus_is_visible(page: Page) -> bool:
         " return [s.outlineStyle, s.outlineWidth]; })()"
     )
     return bool(style[0] != "none" and style[1] not in ("0px", ""))
+
+
+async def provider(api: Any, name: str) -> dict[str, Any]:
+    """One provider's capacity as ``GET /v1/providers`` shows it."""
+    answer = await api.gw.client.get("/v1/providers", headers=api.auth)
+    assert answer.status_code == 200, answer.text
+    [found] = [p for p in answer.json()["providers"] if p["name"] == name]
+    return dict(found)
+
+
+def clock(value: str) -> str:
+    """A time as the console's ``clock()`` writes it: "12:00:05Z", dated when not today."""
+    at = dt.datetime.fromisoformat(value).astimezone(dt.UTC)
+    time = at.strftime("%H:%M:%SZ")
+    return time if at.date() == dt.datetime.now(dt.UTC).date() else f"{at.date()} {time}"
+
+
+def stamp(value: str) -> str:
+    """A time as the console's ``when()`` writes it: "2026-12-07 12:00:05Z"."""
+    return re.sub(r"\.\d+Z$", "Z", value.replace("T", " "))
 
 
 def json_text(value: Any) -> str:
