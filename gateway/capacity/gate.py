@@ -7,13 +7,15 @@ may a call to this provider go now, and if not, how long until it may (issue 43)
 hear (``news``) until the sharing loop (``sharing``) takes it. The dispatcher asks it
 before each call (``admit``), and before it claims (``blocked``: the providers it cannot
 call now, so a runner claims another provider's attempt rather than one it would have to
-put back). Nothing here does I/O.
+put back). Nothing here does I/O but two log lines: a circuit that opens (WARNING) and
+one that closes (INFO), in this process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,8 @@ from providers.config import ProviderConfig
 #: A pacing wait this short is slept by the runner that has the attempt (holding its slot
 #: and lease for under a second) rather than written to the database as a wait.
 SHORT_WAIT = 1.0
+
+log = logging.getLogger("gateway.capacity")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -172,6 +176,7 @@ class Capacity:
         if limits is not None:
             self._learn(provider, pace, limits, now)
         if breaker.succeeded():
+            log.info("circuit closed", extra={"provider": provider})
             self._tell(provider, circuit="closed")
 
     def refused(
@@ -210,7 +215,7 @@ class Capacity:
         elif retry_after is not None:
             self._pause(provider, pace, now + wait, capacity)
         if capacity in config.breaker_counts and breaker.failed(now):
-            self._tell(provider, circuit="open", until=breaker.until)
+            self._opened(provider, breaker, capacity)
         return wait
 
     def failed(self, provider: str, kind: str) -> None:
@@ -222,7 +227,7 @@ class Capacity:
             return
         now = self.clock()
         if breaker.failed(now):
-            self._tell(provider, circuit="open", until=breaker.until)
+            self._opened(provider, breaker, kind)
 
     # -- what the processes share ------------------------------------------------------
 
@@ -324,6 +329,19 @@ class Capacity:
     def _pause(self, provider: str, pace: Pace, until: float, reason: str) -> None:
         if pace.pause(until, reason):
             self._tell(provider, paused_until=_when(until), pause_reason=reason)
+
+    def _opened(self, provider: str, breaker: Breaker, kind: str) -> None:
+        """This process's breaker opened ``provider``'s circuit: say so, and tell the others."""
+        log.warning(
+            "circuit opened",
+            extra={
+                "provider": provider,
+                "failures": breaker.failures,
+                "last": kind,
+                "until": _when(breaker.until).isoformat(),
+            },
+        )
+        self._tell(provider, circuit="open", until=breaker.until)
 
     def _tell(self, provider: str, **news: object) -> None:
         """Merge ``news`` into what the others will hear of ``provider``."""

@@ -167,6 +167,9 @@ class Claiming:
                         lease_expires_at=now + dt.timedelta(seconds=lease_ttl),
                         deadline_at=deadline,
                         started_at=now,
+                        # A waiting attempt's "not now" is history (its attempt_waiting
+                        # events), not the error of the try that starts now.
+                        error=None,
                     )
                     .returning(*attempts.c)
                 )

@@ -46,6 +46,19 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ),
     ("gateway.dispatch", ("litestar", "gateway.http"), "the dispatcher knows no HTTP"),
     (
+        "gateway.capacity",
+        (
+            "litestar",
+            "sqlalchemy",
+            "httpx",
+            "gateway.store",
+            "gateway.http",
+            "gateway.service",
+            "gateway.dispatch",
+        ),
+        "capacity (pacing, breaker, sharing) knows the store by its seam only, and no caller",
+    ),
+    (
         "gateway",
         ("certify",),
         "the gateway runs on the contract model (contracts), never on the certification tool",

@@ -70,7 +70,7 @@ async def test_gateway_fails_over_only_to_the_fallback_that_certified(
                 "dispatcher": {"runners": 2, "poll_interval": 0.2, "reap_interval": 0.2},
             }
         )
-        sim.app.script.queue("faithful", [Behaviour(BehaviourKind.STATUS, code=503)])
+        sim.app.script.queue("faithful", [Behaviour(BehaviourKind.STATUS, code=500)])
         async with run_gateway(settings) as gw:
             api = Api(gw, key, admin)
             ticket = load_catalog()[CONTRACT].case("double-charge-march").input
@@ -79,8 +79,8 @@ async def test_gateway_fails_over_only_to_the_fallback_that_certified(
             job = await api.until(created.json()["id"], lambda j: j["status"] == "succeeded")
             # A second job fails on both certified providers; the fallback button then
             # refuses the uncertified ones and accepts the certified one.
-            sim.app.script.queue("faithful", [Behaviour(BehaviourKind.STATUS, code=503)])
-            sim.app.script.queue("faithful-claude", [Behaviour(BehaviourKind.STATUS, code=503)])
+            sim.app.script.queue("faithful", [Behaviour(BehaviourKind.STATUS, code=500)])
+            sim.app.script.queue("faithful-claude", [Behaviour(BehaviourKind.STATUS, code=500)])
             other = load_catalog()[CONTRACT].case("office-in-lisbon").input
             second = (await api.create(other, wait=15, contract=CONTRACT)).json()
             second = await api.until(second["id"], lambda j: j["status"] == "failed")

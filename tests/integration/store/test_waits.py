@@ -56,6 +56,7 @@ async def test_a_waiting_attempt_is_claimed_again_only_once_its_time_has_come(
         assert again is not None and again.attempt.id == attempt.id
         assert again.attempt.state is AttemptState.RUNNING and again.attempt.waits == 1
         assert again.attempt.downstream_key == f"{job.id}/1"  # the same key: nothing was done
+        assert again.attempt.error is None  # the "not now" is in its attempt_waiting event
         events = [e.kind for e in await store.events(job.id)]
         assert events.count("attempt_waiting") == 1 and events.count("attempt_running") == 2
     finally:
