@@ -56,6 +56,7 @@ from providers.base import (
     BadOutput,
     ConnectFailed,
     ConnectionLost,
+    NoCapacity,
     Overloaded,
     ProviderError,
     ProviderRequest,
@@ -321,7 +322,12 @@ class JsonHttpAdapter:
         if not 200 <= response.status_code <= 299:
             hint = self.hint(response.status_code, url)
             error = self.status_error(response, request_id, hint)
-            logger.info("provider %s failed: %s (%s)", self.name, error.reason, error.outcome)
+            if isinstance(error, NoCapacity):  # not a failure: the attempt waits
+                asked = error.retry_after
+                wait = "" if asked is None else f", asked to wait {asked:g}s"
+                logger.info("provider %s said not now: %s%s", self.name, error.capacity, wait)
+            else:
+                logger.info("provider %s failed: %s (%s)", self.name, error.reason, error.outcome)
             raise error
         data = self._envelope(response, request_id)
         request_id = request_id or self.body_request_id(data)
