@@ -82,6 +82,8 @@ class GatewayConfig:
     database: dict[str, float | str] = dataclasses.field(default_factory=dict)
     #: ``[shadow]`` keys to set (``sample_rate``, ``min_samples``, ...); none: off.
     shadow: dict[str, float | int] = dataclasses.field(default_factory=dict)
+    #: ``[capacity]`` keys to set (``patience``, ``breaker_failures``, ...); none: defaults.
+    capacity: dict[str, float | int] = dataclasses.field(default_factory=dict)
     #: The top-level ``database_url``, for a CLI command given only ``--config`` (a
     #: gateway is started with ``--database-url``, which wins); None: not written.
     database_url: str | None = None
@@ -136,6 +138,12 @@ class GatewayConfig:
             lines.append("")
         if self.shadow:
             lines += ["[shadow]", *(f"{k} = {json.dumps(v)}" for k, v in self.shadow.items())]
+            lines.append("")
+        if self.capacity:
+            lines += [
+                "[capacity]",
+                *(f"{k} = {json.dumps(v)}" for k, v in self.capacity.items()),
+            ]
             lines.append("")
         return "\n".join(lines)
 

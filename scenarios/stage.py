@@ -68,20 +68,25 @@ async def stage(
 async def warm_simulator(ctx: ScenarioContext, sim: Process, contract: str) -> None:
     """Answer one request, then forget it, so the simulator's first-call catalog load
     (which blocks its event loop for a moment) does not skew a scenario's timings."""
+    url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
+    await ctx.request("POST", url, json_body=provider_body(ctx, contract), record=False)
+    await ctx.reset_simulator(sim)
+
+
+def provider_body(ctx: ScenarioContext, contract: str) -> dict[str, Any]:
+    """Return a Chat Completions body for sim-openai carrying one of ``contract``'s inputs,
+    as the gateway would send it (for calls a scenario makes to the simulator itself)."""
     from contracts.loader import CATALOG_ROOT, load_contract
 
     loaded = load_contract(CATALOG_ROOT / contract.split("@", 1)[0])
     prompt = loaded.render(ctx.job_body(contract)["input"])
-    body = {
+    return {
         "model": "sim-gpt",
         "messages": [
             {"role": "system", "content": prompt.system},
             {"role": "user", "content": prompt.user},
         ],
     }
-    url = f"{sim.base_url}/p/{SIM_OPENAI}/v1/chat/completions"
-    await ctx.request("POST", url, json_body=body, record=False)
-    await ctx.reset_simulator(sim)
 
 
 async def post_job(

@@ -45,6 +45,18 @@ def test_generated_toml_turns_the_shadow_checks_on_and_names_the_database(tmp_pa
     assert (settings.shadow.threshold, settings.shadow.min_interval) == (0.5, 0.0)
 
 
+def test_generated_toml_sets_the_capacity_knobs(tmp_path: Path) -> None:
+    config = GatewayConfig(
+        4321,
+        tmp_path / "certs.json",
+        capacity={"patience": 2.0, "breaker_failures": 3, "breaker_open": 4.0},
+    )
+    settings = Settings.model_validate(tomllib.loads(config.toml()))
+    capacity = settings.capacity
+    assert (capacity.patience, capacity.breaker_failures, capacity.breaker_open) == (2.0, 3, 4.0)
+    assert "[capacity]" not in GatewayConfig(4321, tmp_path / "certs.json").toml()
+
+
 def test_database_kind_tells_postgres_from_sqlite() -> None:
     assert database_kind(None) == "sqlite"
     assert database_kind("sqlite+aiosqlite:///x.db") == "sqlite"
@@ -67,6 +79,7 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "shadow-suspension",
         "database-partition",
         "database-failover",
+        "rate-limit-storm",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
     assert all_scenarios()["database-partition"].postgres_run_only
