@@ -31,6 +31,7 @@ from dispatch_harness import (
 
 from providers.simulator.server import RunningSimulator
 
+CONTRACT = "ticket-triage@1"
 SETTLED = ("succeeded", "failed", "cancelled", "unknown")
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = (sys.executable, "-m", "cli", "worker")
@@ -220,3 +221,35 @@ async def test_an_outage_opens_the_circuit_jobs_fail_over_and_the_primary_comes_
     assert len(in_outage) <= 5 + 2 * (outage_s / 5.0 + 1), len(in_outage)
     assert len(in_outage) < len(during) / 2, (len(in_outage), len(during))
     assert recovered - ended < 15.0
+
+
+async def test_no_hedge_fires_into_an_open_circuit(
+    sim: RunningSimulator,
+    sim_control: SimControl,
+    database_url: str,
+    cert_path: Path,
+    keys: tuple[str, str],
+) -> None:
+    settings = sim_settings(sim, database_url, cert_path, route={"hedge_after_s": 0.5})
+    breaker = settings.capacity.model_copy(update={"breaker_failures": 3, "breaker_open": 600})
+    settings = settings.model_copy(update={"capacity": breaker})
+    certify(cert_path, list(settings.providers.values()))
+    await sim_control.script("sim-anthropic", {"kind": "status", "code": 500}, count=3)
+    async with run_gateway(settings) as gw:
+        api = Api(gw, *keys)
+        for n in range(3):  # three failures in a row on sim-anthropic open its circuit
+            response = await gw.client.post(
+                "/v1/jobs",
+                json={"contract": CONTRACT, "input": case_input(n), "provider": "sim-anthropic"},
+                headers={**api.auth, "Idempotency-Key": f"open-{n}", "Prefer": "wait=10"},
+            )
+            assert response.json()["status"] == "succeeded"  # failed over to sim-openai
+        providers = (await gw.client.get("/v1/providers", headers=api.auth)).json()["providers"]
+        assert next(p for p in providers if p["name"] == "sim-anthropic")["circuit"] == "open"
+        await sim_control.script("sim-openai", {"kind": "delay", "seconds": 2})
+        slow = (await api.create(case_input(5), wait=10)).json()
+
+    assert slow["status"] == "succeeded", slow
+    [attempt] = slow["attempts"]  # past hedge_after_s, but its fallback's circuit is open
+    assert attempt["provider"] == "sim-openai" and attempt["state"] == "succeeded"
+    assert len(await sim_control.calls("sim-anthropic")) == 3
