@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -121,3 +122,10 @@ async def providers(ctx: ScenarioContext, s: Stage) -> dict[str, dict[str, Any]]
 def share(part: float, whole: float) -> float:
     """Return ``part / whole`` (0 for nothing)."""
     return part / whole if whole else 0.0
+
+
+def iso_to_unix(value: Any) -> float | None:
+    """Turn an API timestamp (RFC 3339, ``Z``) into a unix time (None when absent)."""
+    if not isinstance(value, str) or not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

@@ -80,6 +80,7 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "database-partition",
         "database-failover",
         "rate-limit-storm",
+        "provider-outage",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
     assert all_scenarios()["database-partition"].postgres_run_only
