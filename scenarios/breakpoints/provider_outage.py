@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from providers.simulator.control_client import SimulatorControl
-from scenarios.context import ScenarioContext
+from scenarios.context import ScenarioContext, brief
 from scenarios.fleet import (
     Posted,
     executions,
@@ -58,7 +58,7 @@ async def provider_outage(ctx: ScenarioContext) -> None:
     ctx.expect(
         winner(job).get("provider") == SIM_OPENAI,
         f"before the outage a job succeeds on {SIM_OPENAI}",
-        str(winner(job)),
+        brief(job),
     )
 
     circuit: list[tuple[float, str]] = []  # (unix time, circuit) at each change seen
@@ -221,8 +221,11 @@ def report(
         ctx.timeline.append(
             TimelineMark(ctx.rel(t), f"circuit · {SIM_OPENAI}", MarkKind.EVENT, state)
         )
-    for n, call in enumerate(while_down, start=1):
-        lane = f"{SIM_OPENAI} while down · call #{n}"
+    ctx.timeline.append(
+        TimelineMark(ctx.rel(up), "scenario", MarkKind.ACTION, f"{SIM_OPENAI}'s outage ends")
+    )
+    lane = f"{SIM_OPENAI} · every call while down"
+    for call in while_down:
         ctx.timeline.append(
             TimelineMark(
                 ctx.rel(float(call["received_at"])),

@@ -16,6 +16,7 @@ import httpx
 from providers.simulator.control_client import SimulatorControl
 from scenarios.context import ScenarioContext
 from scenarios.fleet import Posted, executions, post_many, providers, settle, share, winner
+from scenarios.model import MarkKind, TimelineMark
 from scenarios.registry import scenario
 from scenarios.setup import SIM_ANTHROPIC, SIM_OPENAI
 from scenarios.stage import Stage, provider_body, stage
@@ -94,6 +95,7 @@ async def storm(ctx: ScenarioContext, s: Stage) -> None:
 
     jobs = await settle(ctx, s, (p.job_id for p in posted), SETTLE_WITHIN, look)
     drained = time.monotonic() - started
+    ctx.action(f"all {JOBS} jobs settled")
     statuses = Counter(str(j.get("status")) for j in jobs.values())
     ctx.expect(
         statuses == Counter({"succeeded": JOBS}),
@@ -166,6 +168,12 @@ async def storm(ctx: ScenarioContext, s: Stage) -> None:
         f"the gateway's pace for {SIM_OPENAI}: {row.get('pace_requests_per_minute')} req/min"
     )
 
+    lane = f"{SIM_OPENAI} · the gateway's calls answered 429"
+    for call in (c for c in calls if c.get("status") == 429):
+        at = ctx.rel(float(call["received_at"]))
+        ctx.timeline.append(
+            TimelineMark(at, lane, MarkKind.CALL_RECEIVED, str(call.get("idempotency_key")))
+        )
     ordered = sorted(jobs.values(), key=lambda j: str(j.get("created_at")))
     watch = [ordered[0]]
     patient = [j for j in ordered if any(int(a.get("waits") or 0) for a in j["attempts"])]
