@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +28,7 @@ from gateway.capacity.gate import SHORT_WAIT, Admission, Capacity
 from gateway.dispatch.calling import call_provider, output_violations
 from gateway.dispatch.hedging import Hedging
 from gateway.dispatch.lease import LeaseRenewal
+from gateway.dispatch.log_context import attempt_logged, log
 from gateway.dispatch.outcomes import Outcomes
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import aware
@@ -42,7 +42,6 @@ from providers.config import ProviderConfig
 from providers.tokenizers import Tokenizer, tokenizer_for
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 MIN_CALL_TIMEOUT = 0.001  # seconds: a deadline already past still times out, never blocks
 #: Share of its provider's timeout an attempt must have left to be sent; with less it
@@ -111,8 +110,10 @@ class AttemptExecutor:
         """
         self.in_flight += 1
         self.metrics.attempts_in_flight.inc()
+        attempt = claimed.attempt
         try:
-            return await self._run(claimed, began, prompt)
+            with attempt_logged(attempt.job_id, attempt.id, attempt.provider):
+                return await self._run(claimed, began, prompt)
         finally:
             self.in_flight -= 1
             self.metrics.attempts_in_flight.dec()
@@ -121,11 +122,10 @@ class AttemptExecutor:
         self, claimed: ClaimedAttempt, started: float, prompt: Prompt | None = None
     ) -> JobRecord | None:
         attempt, job = claimed.attempt, claimed.job
-        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         if attempt.started_at is not None:
             queued = (aware(attempt.started_at) - aware(attempt.created_at)).total_seconds()
             self.metrics.queue_seconds.observe(max(queued, 0.0))
-        log.info("attempt claimed", extra={**ids, "number": attempt.number})
+        log.info("attempt claimed", extra={"number": attempt.number})
 
         contract = self.catalog.get(job.contract)
         provider = self.providers.get(attempt.provider)
@@ -190,7 +190,7 @@ class AttemptExecutor:
             self.metrics.capacity.started(started_s)
         try:
             timeout = cfg.timeout if job_left is None else min(cfg.timeout, job_left)
-            remaining = await self._call_budget(attempt, timeout, ids)
+            remaining = await self._call_budget(attempt, timeout)
             if remaining is None:
                 return None  # not sent: back in the queue once the database answers
             try:
@@ -211,7 +211,7 @@ class AttemptExecutor:
             renewal = LeaseRenewal(self.store, self.worker_id, self.config.lease_ttl, attempt)
             try:
                 return await self._call_and_decide(
-                    job, attempt, contract, provider, request, remaining, started, ids
+                    job, attempt, contract, provider, request, remaining, started
                 )
             finally:
                 await renewal.stop()
@@ -248,9 +248,7 @@ class AttemptExecutor:
         text = rendered if isinstance(rendered, str) else json.dumps(rendered, default=str)
         return tokenizer.count(text) + cfg.max_output_tokens
 
-    async def _call_budget(
-        self, attempt: AttemptRecord, timeout: float, ids: dict[str, str]
-    ) -> float | None:
+    async def _call_budget(self, attempt: AttemptRecord, timeout: float) -> float | None:
         """Return the seconds the call may take; None when it must not be sent now.
 
         An attempt whose claim waited long for its call (a slow or vanishing database
@@ -275,9 +273,9 @@ class AttemptExecutor:
             self.store.never_sent(attempt.id, self.worker_id, attempt.started_at)
             return None
         if not renewed:  # the lease was lost meanwhile: no longer this worker's to send
-            log.warning("lease lost before the call; not sent", extra=ids)
+            log.warning("lease lost before the call; not sent")
             return None
-        log.info("deadline renewed before the call", extra={**ids, "left_s": round(left, 3)})
+        log.info("deadline renewed before the call", extra={"left_s": round(left, 3)})
         return timeout
 
     async def _call_and_decide(
@@ -289,7 +287,6 @@ class AttemptExecutor:
         request: ProviderRequest,
         remaining: float,
         started: float,
-        ids: dict[str, str],
     ) -> JobRecord | None:
         answered = asyncio.Event()
         target = self.routes.hedge_target(job, attempt, contract)
@@ -299,7 +296,7 @@ class AttemptExecutor:
             else None
         )
         try:
-            outcome = await call_provider(provider, request, remaining, ids)
+            outcome = await call_provider(provider, request, remaining)
         finally:
             answered.set()
             if hedger is not None:

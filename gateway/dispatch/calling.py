@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import time
 from typing import Any
 
+from gateway.dispatch.log_context import log
 from gateway.domain.jsontext import find_unstorable
 from gateway.domain.ports import ContractSpec, Provider
 from providers.base import (
@@ -21,8 +21,6 @@ from providers.base import (
     ProviderResult,
     Unavailable,
 )
-
-log = logging.getLogger(__name__)
 
 #: The adapter enforces the deadline itself and says how it ran out; this backstop only
 #: fires if it does not, a little later.
@@ -46,7 +44,7 @@ class CallOutcome:
 
 
 async def call_provider(
-    provider: Provider, request: ProviderRequest, deadline_s: float, log_extra: dict[str, Any]
+    provider: Provider, request: ProviderRequest, deadline_s: float
 ) -> CallOutcome:
     """Call once; anything that is not a definite failure or an answer is unknown."""
     began = time.perf_counter()
@@ -74,7 +72,7 @@ async def call_provider(
     except ProviderError as exc:  # an unclassified provider error: assume the worst
         error = {**exc.as_dict(), "outcome": "unknown"}
     except Exception as exc:  # a bug below us; the request may have left: unknown
-        log.exception("provider call raised unexpectedly", extra=log_extra)
+        log.exception("provider call raised unexpectedly")
         error = {
             "outcome": "unknown",
             "reason": "unexpected_error",

@@ -9,11 +9,11 @@ attempt the reaper made ``unknown`` while that answer was on the way.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from gateway.dispatch.log_context import log
 from gateway.domain.ports import JobStore
 from gateway.domain.records import (
     AttemptRecord,
@@ -25,7 +25,6 @@ from gateway.domain.states import AttemptState
 from providers.base import ProviderResult
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 _T = TypeVar("_T")
 
 #: Seconds between tries of a decision the database could not take (a failover, a
@@ -69,7 +68,6 @@ async def late_answer(
     attempt: AttemptRecord,
     result: ProviderResult,
     fin: FinalizeResult,
-    ids: dict[str, str],
 ) -> FinalizeResult:
     """Decide with an answer that came back after the attempt's lease expired.
 
@@ -96,7 +94,7 @@ async def late_answer(
     won = res.job.completed_by == attempt.id
     log.warning(
         "late answer resolved its unknown attempt",
-        extra={**ids, "won": won, "winner": res.job.completed_by},
+        extra={"won": won, "winner": res.job.completed_by},
     )
     return FinalizeResult(
         FinalizeOutcome.WON if won else FinalizeOutcome.LOST,

@@ -16,16 +16,15 @@ runner sleeps until the hub says an attempt was created, or ``poll_interval`` pa
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from gateway.dispatch.first_attempts import FirstAttempts
+from gateway.dispatch.log_context import log
 from gateway.dispatch.reaper import Reaping
 from gateway.dispatch.runners import RunnerLoops
 
 __all__ = ["Dispatcher"]
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 
 class Dispatcher(RunnerLoops, FirstAttempts, Reaping):

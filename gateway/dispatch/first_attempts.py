@@ -11,15 +11,14 @@ the wire, the job's prompt may be rendered (``attempt.Prompt``, ``prompt_meanwhi
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 
 from gateway.dispatch.attempt import Prompt
+from gateway.dispatch.log_context import log
 from gateway.dispatch.state import DEFAULT_DEADLINE, DispatcherState
 from gateway.domain.records import ClaimedAttempt, ClaimSpec, JobRecord, NewJob
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 #: How long a new job waits for a runner slot before it is queued instead (seconds). A
 #: queued job costs a claim transaction, and its runner takes the next freed slot ahead

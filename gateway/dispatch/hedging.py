@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Mapping
 
 from gateway.capacity.gate import Capacity
+from gateway.dispatch.log_context import log
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import ContractSpec, JobStore
 from gateway.domain.records import AddAttemptOutcome, AttemptRecord, JobRecord
@@ -23,7 +23,6 @@ from gateway.domain.states import AttemptReason
 from gateway.settings import Settings
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 
 class Hedging:
@@ -57,29 +56,27 @@ class Hedging:
         target = self.routes.hedge_target(job, attempt, self.catalog[job.contract])
         if target is None:
             return  # the certificate was withdrawn while we waited
-        ids = {"job_id": job.id, "attempt_id": attempt.id}
         if target in self.capacity.blocked():
             # Never into an open circuit, a pause or a spent pace: it would only wait.
-            log.info("hedge skipped: its provider cannot take a call now", extra=ids)
+            log.info("hedge skipped: its provider cannot take a call now")
             return
         try:
             res = await self.store.add_attempt(
                 job.id, target, AttemptReason.HEDGE, allow_running=True
             )
         except Exception:
-            log.exception("hedge could not be added", extra=ids)
+            log.exception("hedge could not be added")
             return
         if res.outcome is AddAttemptOutcome.ADDED and res.attempt is not None:
             log.info(
                 "hedge started",
-                extra={**ids, "hedge_attempt_id": res.attempt.id, "hedge_provider": target},
+                extra={"hedge_attempt_id": res.attempt.id, "hedge_provider": target},
             )
         else:
             blocking = res.blocking
             log.info(
                 "hedge refused",
                 extra={
-                    **ids,
                     "outcome": res.outcome.value,
                     "blocking_attempt_id": blocking.id if blocking else None,
                     "blocking_state": blocking.state.value if blocking else None,

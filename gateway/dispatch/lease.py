@@ -9,13 +9,12 @@ connection.
 from __future__ import annotations
 
 import asyncio
-import logging
 
+from gateway.dispatch.log_context import log
 from gateway.domain.ports import JobStore
 from gateway.domain.records import AttemptRecord
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 
 class LeaseRenewal:
@@ -46,15 +45,14 @@ class LeaseRenewal:
 
     async def _renew(self) -> None:
         attempt, store = self._attempt, self._store
-        ids = {"job_id": attempt.job_id, "attempt_id": attempt.id}
         try:
             held = await store.renew_lease(attempt.id, self._worker_id, lease_ttl=self._lease_ttl)
         except Exception as exc:
             if not store.unavailable(exc, "lease renewal"):
-                log.exception("lease renewal failed", extra=ids)
+                log.exception("lease renewal failed")
             held = True  # try again at the next turn
         if not held:
-            log.warning("lease lost while the call is in flight", extra=ids)
+            log.warning("lease lost while the call is in flight")
             return
         if not self._stopped:
             self._timer = self._loop.call_later(self._every, self._due)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import logging
 import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from gateway.capacity.gate import Capacity
 from gateway.dispatch.database_away import late_answer, persist
+from gateway.dispatch.log_context import log
 from gateway.dispatch.routing import Routes, SkippedFallback, record_skipped
 from gateway.domain.capacity import Step, next_step
 from gateway.domain.ports import Clock, JobStore
@@ -45,7 +45,6 @@ from providers.config import ProviderConfig
 from providers.model_identity import model_matches
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 
 class Outcomes:
@@ -84,7 +83,6 @@ class Outcomes:
         provider_s: float,
     ) -> JobRecord | None:
         """Decide with a contract-valid answer through the compare-and-swap (R5)."""
-        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
 
         def decide() -> Awaitable[FinalizeResult]:
             return self.store.finalize(
@@ -99,14 +97,14 @@ class Outcomes:
         except Exception as exc:
             fin = await persist(self.store, self.config.decision_retry, "decision", decide, exc)
         if fin.outcome is FinalizeOutcome.STALE:
-            fin = await late_answer(self.store, self.worker_id, attempt, result, fin, ids)
+            fin = await late_answer(self.store, self.worker_id, attempt, result, fin)
         if self.settings.shortcuts.write_batching:
             # Two loop turns for this process's waiters, woken by the decision, before the
             # bookkeeping below: one to answer, one for the edge to send what they wrote
             # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        await self._check_model(job, attempt, result, ids)
+        await self._check_model(job, attempt, result)
         outcome = {
             FinalizeOutcome.WON: AttemptOutcome.SUCCEEDED,
             FinalizeOutcome.LOST: AttemptOutcome.LOST,
@@ -119,13 +117,11 @@ class Outcomes:
             provider_s=provider_s,
         )
         if fin.outcome is FinalizeOutcome.STALE:
-            log.warning(
-                "attempt finished after it was moved (lease lost?); answer dropped", extra=ids
-            )
+            log.warning("attempt finished after it was moved (lease lost?); answer dropped")
         else:
             log.info(
                 "attempt finished",
-                extra={**ids, "outcome": fin.outcome.value, "winner": fin.winner},
+                extra={"outcome": fin.outcome.value, "winner": fin.winner},
             )
         return fin.job
 
@@ -134,7 +130,6 @@ class Outcomes:
         job: JobRecord,
         attempt: AttemptRecord,
         result: ProviderResult,
-        ids: dict[str, str],
     ) -> None:
         """Count and record an answer from another model than the configured one.
 
@@ -149,12 +144,12 @@ class Outcomes:
         if identity.matches:
             return
         self.metrics.model_mismatches.labels(attempt.provider).inc()
-        log.warning(identity.reason, extra={**ids, "reported_model": result.model})
+        log.warning(identity.reason, extra={"reported_model": result.model})
         detail = {"configured": cfg.model, "reported": result.model, "reason": identity.reason}
         try:
             await self.store.record_event(job.id, "model_mismatch", detail, attempt.id)
         except Exception:  # the decision is committed; a lost audit line is only logged
-            log.exception("model mismatch could not be recorded", extra=ids)
+            log.exception("model mismatch could not be recorded")
 
     async def fail(
         self,
@@ -168,7 +163,6 @@ class Outcomes:
     ) -> JobRecord | None:
         """Fail the attempt definitely and name the next effective fallback, if any (R6;
         none when ``fail_over`` is false: the job's deadline has come)."""
-        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         skipped: list[SkippedFallback] = []
 
         async def record() -> TransitionResult:
@@ -192,7 +186,6 @@ class Outcomes:
         log.warning(
             "attempt failed",
             extra={
-                **ids,
                 "reason": error.get("reason"),
                 "transition": res.outcome.value,
                 "failover_to": res.added.provider if res.added else None,
@@ -212,7 +205,6 @@ class Outcomes:
         provider_s: float,
     ) -> JobRecord | None:
         """Mark the attempt ``unknown``: nothing automatic follows (R3)."""
-        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
 
         def record() -> Awaitable[TransitionResult]:
             return self.store.mark_unknown(attempt.id, error)
@@ -232,7 +224,6 @@ class Outcomes:
         log.warning(
             "attempt outcome unknown; awaiting resolution",
             extra={
-                **ids,
                 "reason": error.get("reason"),
                 "transition": res.outcome.value,
             },
@@ -257,7 +248,6 @@ class Outcomes:
         ``patience`` or the provider's circuit is open; a wait the job's deadline would
         not see the end of fails the job (``job_deadline``); anything else waits.
         """
-        ids = {"job_id": job.id, "attempt_id": attempt.id, "provider": attempt.provider}
         reason = str(error.get("capacity") or error.get("reason") or "not_now")
         self.metrics.capacity.waited(attempt.provider, reason)
         if attempt.reason is AttemptReason.HEDGE:
@@ -307,7 +297,6 @@ class Outcomes:
         log.info(
             "attempt waits for capacity",
             extra={
-                **ids,
                 "reason": reason,
                 "wait_s": round(wait_s, 3),
                 "transition": res.outcome.value,

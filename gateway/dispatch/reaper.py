@@ -9,15 +9,13 @@ and refreshes the ``onejob_attempts_unknown`` gauge.
 
 from __future__ import annotations
 
-import logging
-
+from gateway.dispatch.log_context import log
 from gateway.dispatch.state import DispatcherState
 from gateway.domain.records import AttemptRecord
 from gateway.domain.states import AttemptState
 from gateway.metrics import AttemptOutcome
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 
 class Reaping(DispatcherState):

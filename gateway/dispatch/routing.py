@@ -8,16 +8,15 @@ part reads the same ``can_failover`` verdicts from the same registry file.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Mapping, Sequence
 
+from gateway.dispatch.log_context import log
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.domain.records import AttemptRecord, JobRecord
 from gateway.domain.states import AttemptReason
 from gateway.settings import Settings
 from providers.config import ProviderConfig
 
-log = logging.getLogger("onejob.dispatcher")
 #: What a fallback is refused with when the registry itself cannot answer.
 REGISTRY_FAILED = "the certification registry could not answer (failover refused)"
 

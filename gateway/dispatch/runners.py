@@ -9,14 +9,13 @@ runner (a thundering herd that serializes on SQLite's write lock).
 
 from __future__ import annotations
 
-import logging
 import time
 
+from gateway.dispatch.log_context import log
 from gateway.dispatch.state import DEFAULT_DEADLINE, DispatcherState
 from gateway.domain.records import ClaimedAttempt
 
 #: The dispatcher's log lines share one logger, whichever module writes them.
-log = logging.getLogger("gateway.dispatcher")
 
 ERROR_PAUSE = 0.5  # seconds a runner rests after an unexpected store error
 #: Polls in a row that may pass while every slot is busy before one waits for a slot.
