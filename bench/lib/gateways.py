@@ -36,8 +36,13 @@ def gateway_settings(
     runners: int,
     work: Path,
     workers: int = 0,
+    limits: dict[str, int] | None = None,
+    admission: dict[str, int] | None = None,
 ) -> Path:
-    """Write the gateway's settings (one provider: the upstream) and return the file."""
+    """Write the gateway's settings (one provider: the upstream) and return the file.
+
+    ``limits``: the provider's ``[providers.NAME.limits]`` (``requests_per_minute``, ...);
+    ``admission``: the ``[admission]`` table (a commit from before issue 43 has none)."""
     settings = Settings.model_validate(
         {
             "database_url": url,
@@ -51,11 +56,13 @@ def gateway_settings(
                     "base_url": f"{upstream}/v1",
                     "model": "bench-gpt",
                     "timeout": 30.0,
+                    **({"limits": limits} if limits else {}),
                 }
             },
             "routes": {"*": {"primary": "upstream"}},
             "dispatcher": {"enabled": dispatcher, "runners": runners},
             "workers": workers,
+            **({"admission": admission} if admission is not None else {}),
         }
     )
     path = work / f"settings-{port}.json"
@@ -106,8 +113,20 @@ async def start_side(
     python = python or sys.executable
     key = await asyncio.to_thread(prepare_in, root, url, python)
     port = free_port()
+    # With the dispatcher off every job created stays unsent: past [admission] max_queued
+    # (10,000 since issue 43) a gateway would answer 503 queue-full, a few seconds into a
+    # creation run. Creation is what is measured, so a version that has admission is told
+    # never to refuse.
+    never_refuse = args.mode != "sync" and (root / "gateway/service/admission.py").exists()
     settings = gateway_settings(
-        url, port, upstream, dispatcher=args.mode == "sync", runners=16, work=work, workers=1
+        url,
+        port,
+        upstream,
+        dispatcher=args.mode == "sync",
+        runners=16,
+        work=work,
+        workers=1,
+        admission={"max_queued": 0} if never_refuse else None,
     )
     log = work / "gateway.log"
     cmd = ["-m", gateway_module(root), "--settings", str(settings)]

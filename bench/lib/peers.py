@@ -203,13 +203,19 @@ def litellm_config(upstream: str) -> dict[str, object]:
 
 
 @contextlib.asynccontextmanager
-async def litellm_proxy(upstream: str, work: Path) -> AsyncIterator[tuple[str, int]]:
-    """Run LiteLLM's proxy (1 worker) for the block; yield its base URL and PID."""
+async def litellm_proxy(
+    upstream: str, work: Path, settings: dict[str, object] | None = None
+) -> AsyncIterator[tuple[str, int]]:
+    """Run LiteLLM's proxy (1 worker) for the block; yield its base URL and PID.
+
+    ``settings``: another config than ``litellm_config(upstream)`` (``bench.capacity``
+    leaves LiteLLM's retries at its defaults)."""
     ensure_venv(LITELLM)
     cwd = work / "litellm"
     cwd.mkdir(exist_ok=True)  # no .env or config of anyone else's is picked up
     config = cwd / "config.yaml"
-    config.write_text(json.dumps(litellm_config(upstream), indent=2), encoding="utf-8")
+    text = json.dumps(settings or litellm_config(upstream), indent=2)
+    config.write_text(text, encoding="utf-8")
     port = free_port()
     log = work / "litellm.log"
     args = ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
