@@ -211,7 +211,7 @@ class AttemptExecutor:
             renewal = LeaseRenewal(self.store, self.worker_id, self.config.lease_ttl, attempt)
             try:
                 return await self._call_and_decide(
-                    job, attempt, contract, provider, request, remaining, started
+                    job, attempt, contract, provider, request, remaining, started, renewal
                 )
             finally:
                 await renewal.stop()
@@ -287,6 +287,7 @@ class AttemptExecutor:
         request: ProviderRequest,
         remaining: float,
         started: float,
+        renewal: LeaseRenewal,
     ) -> JobRecord | None:
         answered = asyncio.Event()
         target = self.routes.hedge_target(job, attempt, contract)
@@ -298,6 +299,7 @@ class AttemptExecutor:
         try:
             outcome = await call_provider(provider, request, remaining)
         finally:
+            renewal.call_returned()
             answered.set()
             if hedger is not None:
                 # A hedge being added must land before we pick a failover (R4 sees it).

@@ -24,6 +24,11 @@ class LeaseRenewal:
     due, and then this costs one timer handle instead of two tasks per attempt. A renewal
     in flight when the outcome is committed is awaited by ``stop``; one that finds the
     lease lost stops renewing (the attempt's answer is then dropped as stale).
+
+    A lease found gone once the call has returned (``call_returned``) is the normal path:
+    the outcome was written meanwhile (an ``unknown`` after a timeout clears the lease),
+    or, if the reaper took it, the decision's own line says the answer was dropped. Only a
+    lease lost while the call is still out is a WARNING.
     """
 
     def __init__(
@@ -37,6 +42,7 @@ class LeaseRenewal:
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._returned = False
         self._timer: asyncio.TimerHandle | None = self._loop.call_later(self._every, self._due)
 
     def _due(self) -> None:
@@ -52,10 +58,17 @@ class LeaseRenewal:
                 log.exception("lease renewal failed")
             held = True  # try again at the next turn
         if not held:
-            log.warning("lease lost while the call is in flight")
+            if self._returned:
+                log.debug("lease released: the attempt's outcome is written")
+            else:
+                log.warning("lease lost while the call is in flight")
             return
         if not self._stopped:
             self._timer = self._loop.call_later(self._every, self._due)
+
+    def call_returned(self) -> None:
+        """The provider call is over; its outcome is being written."""
+        self._returned = True
 
     async def stop(self) -> None:
         """Renew no more; wait for a renewal in flight."""
