@@ -5,7 +5,8 @@ case of every contract (17 x ``status_401``). Each check gives one sentence inst
 
 - ``api_key_env`` names a variable that is not set;
 - the base URL cannot be reached (connection refused, DNS, TLS, timeout);
-- the API path answers 404: the base URL is wrong (the hint says what it should end in);
+- the API path answers 404: the base URL is wrong (the protocol plug-in's
+  ``base_url_hint`` says what it should look like);
 - the key is refused (401/403).
 
 The probe is one POST of an empty JSON object to the path the adapter would call, with the
@@ -24,16 +25,9 @@ from contracts.model import Contract
 from providers.config import ProviderConfig
 from providers.factory import build_provider
 from providers.json_http_adapter import redact
+from providers.registry import plugin_for
 
 PROBE_TIMEOUT = 10.0  # seconds for the whole probe
-#: What a base URL looks like, per protocol, for the 404 hint.
-BASE_URL_HINT = {
-    "openai": "it should end in /v1, e.g. https://api.openai.com/v1",
-    "openai-compatible": "it should end in /v1, e.g. http://localhost:11434/v1",
-    "anthropic": "it should be the host without /v1, e.g. https://api.anthropic.com",
-    "gemini": "it should be the host without /v1beta, e.g. "
-    "https://generativelanguage.googleapis.com",
-}
 
 
 async def preflight(
@@ -75,7 +69,7 @@ async def _probe(
     if response.status_code == 404:
         return (
             f"POST {_path(url)} answered 404 ({said}): the base_url "
-            f"{provider.base_url!r} looks wrong; {BASE_URL_HINT.get(provider.protocol, '')}"
+            f"{provider.base_url!r} looks wrong; {plugin_for(provider.protocol).base_url_hint}"
         )
     if response.status_code in (401, 403):
         where = f"the key in {provider.api_key_env}" if provider.api_key_env else "no key"

@@ -17,6 +17,7 @@ import httpx
 from certify.usage import SIM_PRICE_PER_MTOK, Price
 from contracts.loader import load_catalog
 from providers.config import ProviderConfig
+from providers.registry import plugin_for
 
 SIM_CONTEXT_WINDOW = 16_384  # tokens: small on purpose, so the long cases sit near the limit
 #: ``--sim`` providers: name -> (protocol, model, simulator profile).
@@ -47,7 +48,7 @@ def sim_providers(base_url: str = REPLAY_BASE_URL) -> dict[str, ProviderConfig]:
         out[name] = ProviderConfig(
             name=name,
             protocol=protocol,
-            base_url=f"{root}/v1" if protocol in ("openai", "openai-compatible") else root,
+            base_url=f"{root}{plugin_for(protocol).base_path}",
             model=model,
             timeout=10.0,
             context_window=SIM_CONTEXT_WINDOW,

@@ -1,153 +1,42 @@
 """Provider configuration (``[providers.NAME]`` in ``onejob.toml``); secrets stay in env.
 
-Also what a configured model accepts (``Capabilities``): the protocol's default for the
-model, which its adapter knows, then the overrides of ``[providers.NAME.capabilities]``;
-and the account's limits there (``ProviderLimits``, ``[providers.NAME.limits]``).
+``ProviderConfig`` is ``providers.endpoint.EndpointConfig`` (its fields, ``Capabilities``,
+``ProviderLimits``) checked against the registered protocol plug-ins
+(``providers.registry``): ``protocol`` must name one, and ``reconcile = true`` needs one
+that is reconcilable. The plug-ins import ``providers.endpoint``, never this module, so the
+registry can list them without a cycle.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import re
-from typing import Any, Literal
+from pydantic import field_validator, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
-
-#: The protocols a provider may name: each is a plug-in, registered in
-#: ``providers.registry.PLUGINS`` under this name (a test checks the two agree).
-PROTOCOLS = ("openai", "anthropic", "gemini", "openai-compatible")
-Protocol = str
-
-#: Protocols whose API can later be asked whether it did an attempt's work.
-RECONCILABLE_PROTOCOLS = frozenset({"openai"})
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Stands in for an ``api_key_env`` that is not a variable name (likely the key itself).
-_NOT_AN_ENV_NAME = "<not an environment variable name: value hidden>"
+from providers.endpoint import Capabilities as Capabilities
+from providers.endpoint import CapabilityOverrides as CapabilityOverrides
+from providers.endpoint import EndpointConfig
+from providers.endpoint import Protocol as Protocol
+from providers.endpoint import ProviderLimits as ProviderLimits
+from providers.registry import PLUGINS
+from providers.registry import PROTOCOLS as PROTOCOLS
+from providers.registry import RECONCILABLE_PROTOCOLS as RECONCILABLE_PROTOCOLS
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Capabilities:
-    """What a model accepts, so the adapter can leave out what it would refuse."""
-
-    #: The model takes a sampling ``temperature`` (recent Claude and OpenAI reasoning
-    #: models refuse it; then the adapter omits it and stability rests on pass^k alone).
-    temperature: bool = True
-
-
-class CapabilityOverrides(BaseModel):
-    """``[providers.NAME.capabilities]``: what the model accepts, where the default is wrong."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    #: The model takes ``temperature``; None: the protocol's default for the model.
-    temperature: bool | None = None
-
-
-class ProviderLimits(BaseModel):
-    """``[providers.NAME.limits]``: the provider's limits as the account has them.
-
-    Known before the first answer, so calls can be paced from the start; the limits a
-    provider announces in its headers (``providers.base.RateLimits``) are learned as well.
-    None: not configured.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    requests_per_minute: PositiveInt | None = None
-    tokens_per_minute: PositiveInt | None = None
-    #: Calls in flight at once to this provider, at most.
-    max_concurrency: PositiveInt | None = None
-
-
-class ProviderConfig(BaseModel):
+class ProviderConfig(EndpointConfig):
     """One provider endpoint: which wire protocol, where, which model, which key."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    name: str
-    protocol: Protocol
-    base_url: str
-    model: str
-    #: Further names the provider may report for ``model`` (beyond its dated snapshots, see
-    #: ``providers.model_identity``); any other reported model fails certification.
-    model_aliases: tuple[str, ...] = ()
-    #: Name of the environment variable holding the API key (never the key itself).
-    api_key_env: str | None = None
-    timeout: float = 30.0  # seconds, whole call (the attempt deadline)
-    connect_timeout: float = 5.0  # seconds
-    context_window: int = 128_000  # tokens
-    max_output_tokens: int = 1024  # tokens
-    extra_headers: dict[str, str] = Field(default_factory=dict)
-    #: HTTP statuses that mean "outcome unknown" rather than "definite failure".
-    unknown_statuses: frozenset[int] = frozenset({502, 504})
-    #: Local tokenizer for the render check: a tiktoken BPE file or a tokenizers JSON.
-    tokenizer_path: str | None = None
-    #: ``json_schema`` or ``json_object`` (openai-compatible servers differ).
-    response_format: Literal["json_schema", "json_object"] = "json_schema"
-    #: Send each attempt's downstream key where the provider can later be asked whether it
-    #: did that attempt's work (OpenAI: ``store: true`` and ``metadata``; the completions
-    #: are then kept by the provider). Only the ``openai`` protocol offers such a lookup.
-    reconcile: bool = False
-    #: Overrides of the protocol's per-model capability defaults (``temperature``).
-    capabilities_override: CapabilityOverrides = Field(
-        default_factory=CapabilityOverrides, alias="capabilities"
-    )
-    #: The account's limits at this provider, for pacing (``[providers.NAME.limits]``).
-    limits: ProviderLimits = Field(default_factory=ProviderLimits)
 
     @field_validator("protocol")
     @classmethod
     def _known_protocol(cls, value: str) -> str:
-        if value not in PROTOCOLS:
-            known = ", ".join(sorted(PROTOCOLS))
+        if value not in PLUGINS:
+            known = ", ".join(sorted(PLUGINS))
             raise ValueError(f"unknown protocol {value!r} (known: {known})")
-        return value
-
-    def capabilities(self, default: Capabilities) -> Capabilities:
-        """Return what the configured model accepts: the protocol's ``default``, then overrides."""
-        temperature = self.capabilities_override.temperature
-        return Capabilities(temperature=default.temperature if temperature is None else temperature)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _hide_pasted_keys(cls, data: Any) -> Any:
-        """Keep a key pasted into ``api_key_env`` out of validation error messages."""
-        if isinstance(data, dict):
-            value = data.get("api_key_env")
-            if isinstance(value, str) and not _ENV_NAME.fullmatch(value):
-                data = {**data, "api_key_env": _NOT_AN_ENV_NAME}
-            # Unknown fields are refused anyway; hide the values of secret-looking ones.
-            secretish = [
-                k
-                for k in data
-                if k not in cls.model_fields
-                and any(w in str(k).lower() for w in ("key", "secret", "token", "password"))
-            ]
-            if secretish:
-                data = {**data, **{k: "<value hidden>" for k in secretish}}
-        return data
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _names_a_variable(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(
-                "api_key_env must name an environment variable; the key itself belongs in "
-                "the environment, never in the config file"
-            )
         return value
 
     @model_validator(mode="after")
     def _reconcile_needs_a_lookup(self) -> ProviderConfig:
-        if self.reconcile and self.protocol not in RECONCILABLE_PROTOCOLS:
+        if self.reconcile and not PLUGINS[self.protocol].reconcilable:
             raise ValueError(
                 f"reconcile = true needs a provider that can be asked about past requests; "
                 f"the {self.protocol} protocol offers no such lookup (see docs/providers.md)"
             )
         return self
-
-    def api_key(self) -> str | None:
-        """Read the API key from the environment at call time."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None

@@ -73,7 +73,7 @@ from providers.base import (
 )
 from providers.capacity import Capacity, CapacityAnswer, generic_capacity, retry_after_seconds
 from providers.client import ProviderClient
-from providers.config import Capabilities, ProviderConfig
+from providers.endpoint import Capabilities, EndpointConfig
 from providers.http1_pool import pool_wait_expired
 
 logger = logging.getLogger("providers")
@@ -143,7 +143,7 @@ class JsonHttpAdapter:
     #: The header that carries the provider's request id.
     request_id_header: str | None = "x-request-id"
 
-    def __init__(self, config: ProviderConfig, client: httpx.AsyncClient) -> None:
+    def __init__(self, config: EndpointConfig, client: httpx.AsyncClient) -> None:
         self.config = config
         self.client = client
         self.name = config.name

@@ -5,9 +5,10 @@ OpenAI answers ``gpt-4o`` with the dated snapshot ``gpt-4o-2024-08-06``, Anthrop
 ``claude-3-5-sonnet-latest`` with ``claude-3-5-sonnet-20241022``, Gemini reports
 ``gemini-2.0-flash-001`` as ``modelVersion``, Ollama reports ``llama3`` as
 ``llama3:latest``. ``model_matches`` accepts exactly those per-protocol spellings of the
-configured model, plus the aliases a provider's configuration declares, and refuses
-every other name: a silent downgrade (``gpt-4o`` answered by ``gpt-4o-mini-2024-07-18``)
-is another model, however similar the prefix.
+configured model (each plug-in declares its ``snapshot_suffix`` and
+``reported_model_prefix``, ``providers.plugin``), plus the aliases a provider's
+configuration declares, and refuses every other name: a silent downgrade (``gpt-4o``
+answered by ``gpt-4o-mini-2024-07-18``) is another model, however similar the prefix.
 
 Used by certification (a mismatch fails the transport layer) and by the gateway (the
 reporting model is recorded on the attempt and a mismatch is counted); it is a pure
@@ -17,16 +18,10 @@ function so both can share it.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 
-#: Per protocol: what may follow the configured name in the reported one (a snapshot).
-SNAPSHOT_SUFFIX: dict[str, re.Pattern[str]] = {
-    "openai": re.compile(r"-\d{4}-\d{2}-\d{2}"),  # gpt-4o-2024-08-06
-    "anthropic": re.compile(r"-\d{8}"),  # claude-sonnet-4-5-20250929
-    "gemini": re.compile(r"-\d{3}"),  # gemini-2.0-flash-001
-    "openai-compatible": re.compile(r":latest"),  # Ollama's default tag
-}
+from providers.registry import PLUGINS
+
 #: Alias suffixes that name "the newest snapshot": stripped before the snapshot rule applies.
 ALIAS_SUFFIXES = ("-latest",)
 
@@ -64,12 +59,13 @@ def model_matches(
         return ModelIdentity(True, configured, reported, "exact")
     if reported in set(aliases):
         return ModelIdentity(True, configured, reported, "alias")
-    # Gemini's modelVersion sometimes carries the "models/" resource prefix.
-    name = reported.removeprefix("models/") if protocol == "gemini" else reported
+    plugin = PLUGINS.get(protocol)
+    # A prefix the provider may add (Gemini's modelVersion: "models/...").
+    name = reported.removeprefix(plugin.reported_model_prefix) if plugin else reported
     base = configured
     for suffix in ALIAS_SUFFIXES:
         base = base.removesuffix(suffix)
-    suffix_rule = SNAPSHOT_SUFFIX.get(protocol)
+    suffix_rule = plugin.snapshot_suffix if plugin else None
     if name == base:
         return ModelIdentity(True, configured, reported, "snapshot")
     if suffix_rule is not None and name.startswith(base):

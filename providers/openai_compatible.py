@@ -7,10 +7,11 @@ server supports (``response_format`` in the provider config). The key is optiona
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from providers.base import ProviderRequest
-from providers.config import Capabilities
+from providers.endpoint import Capabilities
 from providers.openai import OpenAIAdapter, check_request, placement_errors
 from providers.plugin import ProtocolPlugin
 
@@ -45,4 +46,7 @@ PLUGIN = ProtocolPlugin(
     adapter=OpenAICompatibleAdapter,
     adapter_version=ADAPTER_VERSION,
     placement_errors=placement_errors,
+    base_url_hint="it should end in /v1, e.g. http://localhost:11434/v1",
+    base_path="/v1",
+    snapshot_suffix=re.compile(r":latest"),  # Ollama's default tag
 )

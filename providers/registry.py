@@ -1,11 +1,12 @@
 """The wire protocols a provider may speak, each a plug-in, listed here by name.
 
 A new protocol is its plug-in (a module or package defining ``PLUGIN``, see
-``providers.plugin``), one line in ``PLUGINS`` below, and its name in
-``providers.config.PROTOCOLS`` (which a provider's config is checked against without
-importing any adapter; a test checks that the two lists agree). The factory
-(``providers.factory``), the render check's system-placement rule (``certify.checks``) and
-the simulator (``providers.simulator.app``) all ask this registry.
+``providers.plugin``) and one line in ``PLUGINS`` below; nothing else names it. Everything
+that differs by protocol asks this registry: the config's ``protocol`` and ``reconcile``
+checks (``providers.config``), the factory (``providers.factory``), the model-identity rule
+(``providers.model_identity``), the tokenizer choice (``providers.tokenizers``), the render
+check's system-placement rule (``certify.checks``), the preflight's base-URL hint
+(``certify.preflight``) and the simulator (``providers.simulator``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ PLUGINS: dict[str, ProtocolPlugin] = {
         openai_compatible.PLUGIN,
     )
 }
+
+#: The protocols a provider may name, in registry order (what ``protocol`` is checked
+#: against; the checks read ``PLUGINS`` itself).
+PROTOCOLS: tuple[str, ...] = tuple(PLUGINS)
+#: Protocols whose API can later be asked whether it did an attempt's work.
+RECONCILABLE_PROTOCOLS: frozenset[str] = frozenset(
+    name for name, plugin in PLUGINS.items() if plugin.reconcilable
+)
 
 
 def plugin_for(protocol: str) -> ProtocolPlugin:

@@ -29,6 +29,7 @@ import tiktoken.load
 import tokenizers
 
 from providers.config import ProviderConfig
+from providers.registry import PLUGINS
 
 #: The cl100k/o200k-style split pattern, used for BPE files that do not say otherwise.
 DEFAULT_PAT_STR = (
@@ -258,7 +259,8 @@ def tokenizer_for(config: ProviderConfig) -> Tokenizer:
         if path.suffix == ".json":
             return HFTokenizer.from_file(path)
         return TiktokenTokenizer.from_bpe_file(path)
-    if config.protocol == "openai":
+    plugin = PLUGINS.get(config.protocol)
+    if plugin is not None and plugin.tokenizer == "tiktoken":
         try:
             encoding_name = tiktoken.encoding_name_for_model(config.model)
         except KeyError:

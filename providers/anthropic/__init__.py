@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from providers.anthropic.adapter import (
@@ -41,7 +42,9 @@ PLUGIN = ProtocolPlugin(
     adapter=AnthropicAdapter,
     adapter_version=ADAPTER_VERSION,
     placement_errors=placement_errors,
+    base_url_hint="it should be the host without /v1, e.g. https://api.anthropic.com",
     wire=AnthropicWire(),
+    snapshot_suffix=re.compile(r"-\d{8}"),  # claude-sonnet-4-5-20250929
 )
 
 __all__ = [

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from providers.base import RequestRefused
-from providers.config import Capabilities
+from providers.endpoint import Capabilities
 
 #: Models that refuse ``temperature`` with a 400 ("`temperature` is deprecated for this
 #: model.", top_p and top_k too), thinking or not: Claude Opus 4.7 and later, every model of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from providers.base import ProviderRequest
@@ -29,7 +30,11 @@ PLUGIN = ProtocolPlugin(
     adapter=GeminiAdapter,
     adapter_version=ADAPTER_VERSION,
     placement_errors=placement_errors,
+    base_url_hint="it should be the host without /v1beta, e.g. "
+    "https://generativelanguage.googleapis.com",
     wire=GeminiWire(),
+    snapshot_suffix=re.compile(r"-\d{3}"),  # gemini-2.0-flash-001
+    reported_model_prefix="models/",  # modelVersion sometimes carries the resource prefix
 )
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import RequestRefused
-from providers.config import Capabilities
+from providers.endpoint import Capabilities
 from providers.gemini.schema import camel, response_schema_problem
 
 KNOWN_FIELDS = frozenset(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from providers.base import ProviderRequest
@@ -31,7 +32,12 @@ PLUGIN = ProtocolPlugin(
     adapter=OpenAIAdapter,
     adapter_version=ADAPTER_VERSION,
     placement_errors=placement_errors,
+    base_url_hint="it should end in /v1, e.g. https://api.openai.com/v1",
+    base_path="/v1",
     wire=OpenAIWire(),
+    reconcilable=True,  # stored chat completions, listed by metadata (``lookup``)
+    snapshot_suffix=re.compile(r"-\d{4}-\d{2}-\d{2}"),  # gpt-4o-2024-08-06
+    tokenizer="tiktoken",
 )
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from providers.base import BadOutput, DefiniteFailure, ProviderRequest, ProviderResult, Refused
-from providers.config import ProviderConfig
+from providers.endpoint import EndpointConfig
 from providers.json_http_adapter import (
     JsonHttpAdapter,
     bad_envelope,
@@ -50,7 +50,7 @@ class OpenAIAdapter(JsonHttpAdapter):
     #: Name of the output-token limit field (newer models reject ``max_tokens``).
     max_tokens_field = "max_completion_tokens"
 
-    def __init__(self, config: ProviderConfig, client: httpx.AsyncClient) -> None:
+    def __init__(self, config: EndpointConfig, client: httpx.AsyncClient) -> None:
         super().__init__(config, client)
         #: The strict-mode verdict of each converted schema (``check_request``).
         self._strict_verdicts: StrictVerdicts = {}

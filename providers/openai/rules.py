@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from providers.base import RequestRefused
-from providers.config import Capabilities
+from providers.endpoint import Capabilities
 from providers.openai.schema import name_problem, strict_schema_problem
 
 #: Models that take no sampling parameters (reasoning models): temperature only at 1.

@@ -152,7 +152,8 @@ class SimulatorApp(SimulatorState):
             wire = claimant(path)
             await send_response(send, wire.error(wire.not_found(method, path), request_id))
             return
-        if method == "GET" and routed[1].protocol == "openai":
+        # A reconcilable protocol's stored answers are listed (OpenAI's stored completions).
+        if method == "GET" and PLUGINS[routed[1].protocol].reconcilable:
             query_string = scope.get("query_string", b"")
             await send_response(send, list_stored(self.stored, routed[0], routed[1], query_string))
             return

@@ -14,6 +14,7 @@ from typing import Any
 
 import uvicorn
 
+from providers.registry import plugin_for
 from providers.simulator.app import SimulatorApp, create_sim_app
 from providers.simulator.asgi import DropConnection
 
@@ -85,7 +86,7 @@ class RunningSimulator:
     def provider_url(self, provider: str, protocol: str) -> str:
         """Return the ``base_url`` a ``ProviderConfig`` of ``protocol`` should use."""
         root = f"{self.base_url}/p/{provider}"
-        return f"{root}/v1" if protocol in ("openai", "openai-compatible") else root
+        return f"{root}{plugin_for(protocol).base_path}"
 
     def calls(self, provider: str | None = None) -> list[dict[str, Any]]:
         """Return the call log (as ``GET /_sim/calls`` would)."""
