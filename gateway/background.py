@@ -34,6 +34,7 @@ from gateway.domain.ports import (
 )
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
+from gateway.periodic import Periodic
 from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.service.admission import QueueAdmission
@@ -267,20 +268,24 @@ class PostgresRelay:
                 await asyncio.wait_for(self._task, RELAY_STOP_TIMEOUT)
 
 
-class QueueWatch:
+class QueueWatch(Periodic):
     """Count the queue (unsent attempts, every process) once per ``interval``: admission
     refuses new jobs past ``[admission] max_queued`` by this count, and the queue's gauges
     show it. A count the database cannot give leaves the last one in force."""
 
+    task_name = "onejob-queue-watch"
+
     def __init__(
         self, store: JobStore, admission: QueueAdmission, metrics: Metrics, *, interval: float
     ) -> None:
+        super().__init__(interval)
         self._store = store
         self._admission = admission
         self._metrics = metrics
-        self._interval = interval
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self) -> None:
+        """Count now (the first when the process starts)."""
+        await self.count()
 
     async def count(self) -> None:
         """Count the queue once."""
@@ -292,25 +297,3 @@ class QueueWatch:
             return
         self._admission.counted(depth)
         self._metrics.capacity.show_queue(depth)
-
-    async def start(self) -> None:
-        """Count now, then every ``interval``."""
-        self._stop.clear()
-        await self.count()
-        self._task = asyncio.create_task(self._loop(), name="onejob-queue-watch")
-
-    async def stop(self) -> None:
-        """Stop counting."""
-        self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-
-    async def _loop(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._interval)
-            if not self._stop.is_set():
-                await self.count()

@@ -38,6 +38,7 @@ from typing import Any
 
 from gateway.certification_metrics import CertificationMetrics
 from gateway.dispatch.calling import call_provider, output_violations
+from gateway.dispatch.log_context import logged_as
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import SystemClock
 from gateway.domain.ports import (
@@ -222,7 +223,8 @@ class ShadowChecker:
             return ShadowOutcome.ERROR, {"fields": [], "error": f"render: {type(exc).__name__}"}
         self.budget.took()
         self.metrics.shadow_calls.labels(cfg.name).inc()
-        called = await call_provider(provider, request, cfg.timeout, ids)
+        with logged_as(ids):
+            called = await call_provider(provider, request, cfg.timeout)
         if called.result is None:
             reason = (called.error or {}).get("reason", "error")
             return ShadowOutcome.ERROR, {"fields": [], "error": str(reason)}

@@ -10,22 +10,24 @@ the rest at its next look.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import logging
 
 from gateway.capacity.gate import Capacity
 from gateway.domain.ports import JobStore
+from gateway.periodic import Periodic
 
-log = logging.getLogger("gateway.dispatcher")
+log = logging.getLogger("gateway.capacity")
 
 #: A process's slice lasts this many looks without renewal (it died, or lost the database).
 MEMBERSHIP_LOOKS = 3
 
 
-class CapacitySync:
+class CapacitySync(Periodic):
     """Run the sharing loop beside a dispatcher (a ``BackgroundService``)."""
+
+    task_name = "onejob-capacity-sync"
 
     def __init__(
         self,
@@ -35,27 +37,17 @@ class CapacitySync:
         *,
         interval: float,
     ) -> None:
+        super().__init__(interval)
         self.capacity = capacity
         self.store = store
         self.instance_id = instance_id
-        self.interval = interval
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Look once now (a process starts knowing what the others know), then loop."""
-        self._stop.clear()
+    async def tick(self) -> None:
+        """One look (the first when the process starts knowing what the others know)."""
         await self.look()
-        self._task = asyncio.create_task(self._loop(), name="onejob-capacity-sync")
 
-    async def stop(self) -> None:
-        """Stop looking; give back this process's slices (a last look with none)."""
-        self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+    async def stopped(self) -> None:
+        """Give back this process's slices (a last look with none)."""
         with contextlib.suppress(Exception):
             await self.look(leaving=True)
 
@@ -74,10 +66,3 @@ class CapacitySync:
             return
         if not leaving:
             self.capacity.shared(rows)
-
-    async def _loop(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.interval)
-            if not self._stop.is_set():
-                await self.look()

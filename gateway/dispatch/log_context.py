@@ -43,7 +43,15 @@ if not any(isinstance(f, AttemptFields) for f in log.filters):
 @contextlib.contextmanager
 def attempt_logged(job_id: str, attempt_id: str, provider: str) -> Iterator[None]:
     """Log everything inside (and the tasks it starts) with this attempt's ids."""
-    token = _ATTEMPT.set({"job_id": job_id, "attempt_id": attempt_id, "provider": provider})
+    with logged_as({"job_id": job_id, "attempt_id": attempt_id, "provider": provider}):
+        yield
+
+
+@contextlib.contextmanager
+def logged_as(fields: dict[str, str]) -> Iterator[None]:
+    """Log the dispatcher's lines inside with ``fields`` (e.g. a shadow check's ids: its
+    provider call is the dispatcher's ``call_provider``)."""
+    token = _ATTEMPT.set(dict(fields))
     try:
         yield
     finally:
