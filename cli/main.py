@@ -15,6 +15,7 @@ from typing import Protocol
 
 from cli import certify, database, reconcile, scenarios, serve, sim, worker
 from cli.arguments import Subcommands
+from cli.pipes import tolerate_closed_stdout
 
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by a signal"
 EXIT_CANNOT_START = 2  # the settings or the database refused: nothing ran
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser(argv).parse_args(argv)
     try:
-        return int(args.func(args))
+        with tolerate_closed_stdout():
+            return int(args.func(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:
