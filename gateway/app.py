@@ -18,7 +18,7 @@ from litestar.openapi.config import OpenAPIConfig
 
 from gateway.bootstrap import ServiceFactory, default_background, running
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
-from gateway.http.console import console_router
+from gateway.http.console import console_router, home
 from gateway.http.direct import direct_create_route
 from gateway.http.openapi import (
     SECURITY_COMPONENTS,
@@ -92,6 +92,7 @@ def create_app(
         route_handlers=[
             v1_router(),
             console_router(),
+            home,
             favicon,
             allow("/healthz", healthz, healthz_head),
             healthz,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from litestar import Response, Router, get
 from litestar.params import FromPath
+from litestar.response import Redirect
 
 from gateway.http.packaged_files import PackagedFiles
 
@@ -71,3 +72,9 @@ async def console_static(name: FromPath[str]) -> Response[bytes]:
 def console_router() -> Router:
     """Build the ``/console`` routes (no key needed: the files are the same for everyone)."""
     return Router(path="/console", route_handlers=[console_page, console_static])
+
+
+@get("/", include_in_schema=False)
+async def home() -> Redirect:
+    """``/`` (the address ``serve`` prints) leads to the console, not to a 404."""
+    return Redirect("/console", status_code=302)

@@ -162,3 +162,10 @@ async def test_unknown_attempts_are_listed_with_their_jobs_owner_and_contract(
         headers=keys.auth("admin"),
     )
     assert resolved.json()["attempt"]["owner"] == rows[0]["owner"]
+
+
+async def test_the_root_leads_to_the_console(client: httpx.AsyncClient) -> None:
+    """``serve`` prints the gateway's address; that address was a bare 404 (issue 47, 7)."""
+    root = await client.get("/")
+    assert root.status_code == 302 and root.headers["location"] == "/console"
+    assert (await client.get("/", follow_redirects=True)).status_code == 200
