@@ -276,11 +276,18 @@ class QueueWatch(Periodic):
     task_name = "onejob-queue-watch"
 
     def __init__(
-        self, store: JobStore, admission: QueueAdmission, metrics: Metrics, *, interval: float
+        self,
+        store: JobStore,
+        admission: QueueAdmission,
+        capacity: Capacity,
+        metrics: Metrics,
+        *,
+        interval: float,
     ) -> None:
         super().__init__(interval)
         self._store = store
         self._admission = admission
+        self._capacity = capacity
         self._metrics = metrics
 
     async def tick(self) -> None:
@@ -296,4 +303,5 @@ class QueueWatch(Periodic):
                 log.exception("the queue could not be counted")
             return
         self._admission.counted(depth)
+        self._capacity.queue_counted(depth)
         self._metrics.capacity.show_queue(depth)

@@ -146,6 +146,7 @@ def queue_watch(runtime: Runtime) -> BackgroundService:
     return QueueWatch(
         runtime.store,
         runtime.service.admission,
+        runtime.capacity,
         runtime.metrics,
         interval=runtime.settings.admission.interval,
     )

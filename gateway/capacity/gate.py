@@ -84,6 +84,9 @@ class Capacity:
         self.news: dict[str, CapacityNews] = {}
         #: Consecutive 429s that named no time, by provider (their backoff's exponent).
         self._unnamed: dict[str, int] = {}
+        #: Unsent attempts per provider at the last count of the queue (every process);
+        #: a provider missing here had none. None: never counted (assume some).
+        self._queued: dict[str, int] | None = None
 
     # -- before a call ---------------------------------------------------------------------
 
@@ -127,15 +130,24 @@ class Capacity:
                 out[name] = wait
         return out
 
+    def queue_counted(self, depth: Mapping[str, Mapping[str, int]]) -> None:
+        """Take the last count of the queue: unsent attempts by provider and state."""
+        self._queued = {name: sum(states.values()) for name, states in depth.items()}
+
+    def _none_queued(self, provider: str) -> bool:
+        return self._queued is not None and not self._queued.get(provider)
+
     def held(self, patience: float) -> dict[str, float]:
         """The providers whose queued attempts should stay in line now, with their waits:
         paced, short of concurrency, or paused for at most ``patience``. Not one whose
         circuit is open, nor one paused longer: their attempts are claimed, to fail over
-        to a fallback or to be written as waits."""
+        to a fallback or to be written as waits. Nor one with nothing in line at the last
+        count: a runner would only look again for nothing (a limit that never binds is
+        short of a call's worth for microseconds after each call)."""
         now = self.clock()
         out: dict[str, float] = {}
         for name, pace in self.paces.items():
-            if not (pace.limited or pace.paused_until > now):
+            if not (pace.limited or pace.paused_until > now) or self._none_queued(name):
                 continue
             if self.breakers[name].state is not Circuit.CLOSED:
                 continue
@@ -146,17 +158,20 @@ class Capacity:
 
     def free_flowing(self, provider: str) -> bool:
         """Say whether a new job's first attempt may go to ``provider`` at once, in the
-        process that took it: no limit to pace by, no pause, the circuit closed. A paced
+        process that took it: no pause, the circuit closed, and no limit to pace by, or a
+        limit with a call's worth now and nothing of the provider in line at the last
+        count of the queue. Otherwise the job queues, in its owner's fair place: a paced
         provider's jobs go through the queue, in their owners' fair order."""
         pace = self.paces.get(provider)
         breaker = self.breakers.get(provider)
         if pace is None or breaker is None:
             return True
-        return (
-            not pace.limited
-            and pace.paused_until <= self.clock()
-            and breaker.state is Circuit.CLOSED
-        )
+        now = self.clock()
+        if pace.paused_until > now or breaker.state is not Circuit.CLOSED:
+            return False
+        if not pace.limited:
+            return True
+        return self._none_queued(provider) and pace.wait(0, now)[0] <= 0
 
     def tokens_counted(self, provider: str) -> bool:
         """Say whether a call's tokens must be estimated for ``admit`` (a token limit)."""

@@ -202,3 +202,25 @@ def test_news_that_could_not_be_sent_is_kept_and_merged() -> None:
     cap.requeue(lost)
     [news] = cap.take_news()
     assert news.paused_until is not None and news.requests_per_minute == 60
+
+
+def test_a_limit_that_does_not_bind_keeps_first_attempts_in_process() -> None:
+    """A configured limit the traffic never reaches cost 5x the gateway's CPU per sync job
+    (bench.capacity): every job went through the claim queue, and runners looked again
+    after each call for a provider 'held' for microseconds. With nothing in line at the
+    last count, a limited provider with a call's worth now takes first attempts at once."""
+    clock = Clock()
+    cap = capacity(clock, provider(requests_per_minute=600))  # one call per 100 ms
+    assert not cap.free_flowing("p")  # the queue never counted: assume some in line
+    cap.queue_counted({})
+    assert cap.free_flowing("p")
+    assert cap.admit("p").wait == 0.0
+    cap.done("p")
+    assert not cap.free_flowing("p")  # no call's worth for 100 ms: the job queues
+    assert cap.held(patience=5.0) == {}  # nothing in line: no runner looks again for it
+    cap.queue_counted({"p": {"starting": 3}})
+    assert set(cap.held(patience=5.0)) == {"p"}  # now its line waits for its pace
+    clock.t += 0.1
+    assert not cap.free_flowing("p")  # others are in line first: fair order
+    cap.queue_counted({"p": {}})
+    assert cap.free_flowing("p")
