@@ -77,8 +77,15 @@ async def run_database(
     payload = {"contract": CONTRACT, "input": INPUT}
     body = json.dumps(payload)
     seconds = args.duration
+    # Creation runs keep the dispatcher off: every job stays unsent, and past [admission]
+    # max_queued (issue 43) the gateway would answer 503 queue-full; it is told never to.
     settings_for = functools.partial(
-        gateway_settings, upstream=upstream, runners=args.runners, work=work, workers=args.workers
+        gateway_settings,
+        upstream=upstream,
+        runners=args.runners,
+        work=work,
+        workers=args.workers,
+        admission={"max_queued": 0},
     )
     out.update(await surge_then_hot_replay(kind, args, settings_for, work, payload))
     with database(kind, work) as url:
