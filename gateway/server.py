@@ -81,7 +81,8 @@ class GatewayServer(uvicorn.Server):
     (they answer at once). And it raises a captured SIGINT again after its graceful
     shutdown, to end the process the default way; here that ``KeyboardInterrupt`` would
     cut short what stops after the server (the bundled simulator, the last), with a
-    traceback in the log.
+    traceback in the log. uvicorn offers neither as API: ``handle_exit`` and
+    ``capture_signals`` are declared in ``gateway/shortcuts.py`` (``HARDENING``).
     """
 
     def __init__(self, config: uvicorn.Config, hub: ChangeHub) -> None:

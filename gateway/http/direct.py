@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from litestar import Litestar, Request, Response
-from litestar._asgi.utils import is_valid_host  # the router's own check, not a copy of it
 from litestar.enums import MediaType, ScopeType
 from litestar.handlers import HTTPRouteHandler
 from litestar.routes import HTTPRoute
@@ -60,9 +59,10 @@ class DirectRouteUnsafe(RuntimeError):
 def registered_handler(app: Litestar, path: str, method: str) -> HTTPRouteHandler:
     """Return the handler the app registered for ``method path`` (its layers resolved)."""
     for route in app.routes:
-        if isinstance(route, HTTPRoute) and route.path == path and method in route.methods:
-            handler, _ = route.route_handler_map[method]  # type: ignore[index]
-            return handler
+        if isinstance(route, HTTPRoute) and route.path == path:
+            for handler in route.route_handlers:  # Litestar allows one per method and path
+                if method in handler.http_methods:
+                    return handler
     raise LookupError(f"no {method} {path} route")
 
 
@@ -109,6 +109,10 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
 
     ``on_error`` is the app's exception handler (``responses.handle_exception``).
     """
+    # Litestar's private host check (the router's own, not a copy of it), imported here so
+    # that the app still starts with the shortcut off if a Litestar upgrade moves it.
+    from litestar._asgi.utils import is_valid_host
+
     handler = registered_handler(app, PATH, METHOD)
     _check_bare(app, handler, on_error)
     fn = handler.fn
@@ -118,7 +122,7 @@ def direct_create_route(app: Litestar, inner: ASGIApp, on_error: ErrorHandler) -
     route_scope = {"route_handler": handler, "path_template": PATH}
 
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP or not _answered_here(scope):
+        if scope["type"] != ScopeType.HTTP or not _answered_here(scope, is_valid_host):
             await inner(scope, receive, send)
             return
         scope.update(route_scope)  # type: ignore[typeddict-item]
@@ -190,10 +194,11 @@ def _json_messages(
     return start, {"type": "http.response.body", "body": body, "more_body": False}
 
 
-def _answered_here(scope: HTTPScope) -> bool:
+def _answered_here(scope: HTTPScope, is_valid_host: Callable[[bytes], bool]) -> bool:
     """Say whether this is ``POST /v1/jobs`` as sent, at the root, with a valid host.
 
-    A Host header Litestar's router would refuse (400) goes to Litestar, which refuses it.
+    A Host header Litestar's router would refuse (``is_valid_host`` says which) goes to
+    Litestar, which refuses it.
     """
     if scope["path"] != PATH or scope["method"] != METHOD or scope.get("root_path"):
         return False

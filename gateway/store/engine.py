@@ -16,7 +16,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolProxiedConnection
-from sqlalchemy.util.concurrency import await_
 
 from gateway.settings import DatabaseConfig
 from gateway.store.failures import NotSent
@@ -270,7 +269,9 @@ def _ping_when_idle(engine: AsyncEngine, timeout: float) -> None:
             return
         driver = dbapi_connection.driver_connection
         try:
-            await_(driver.fetchrow(";", timeout=timeout))
+            # SQLAlchemy's way to await the driver inside a pool event (the adapted
+            # connection's ``run_async``), on with every shortcut off too.
+            dbapi_connection.run_async(lambda conn: conn.fetchrow(";", timeout=timeout))
         except BaseException as exc:
             # Dropped at once: the pool's invalidation would close it gracefully, up to
             # 2 s on a silent network, also when the checkout is cancelled mid-ping (a

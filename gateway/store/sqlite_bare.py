@@ -19,6 +19,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+# Not SQLAlchemy's API (sqlalchemy.util is internal): declared by the bare_connections
+# shortcut (gateway/shortcuts.py), and run on its paths only.
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from gateway.store.engine import pooled_connection

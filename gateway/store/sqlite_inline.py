@@ -26,9 +26,10 @@ What could block the loop, and why it does not:
 - **Long statements.** None on the request path; the retention command deletes in
   batches.
 
-aiosqlite's internals (``_execute``, ``_tx``, ``_connection``) are used, so the dependency
-is pinned to the 0.22 series; ``tests/integration/store/test_sqlite_inline.py`` exercises
-them.
+aiosqlite's internals (``_execute``, ``_connect``, ``__await__``, ``_tx``, ``_connection``,
+``_connector``, ``_running``) are used, as ``gateway/shortcuts.py`` declares, so the
+dependency is pinned to the 0.22 series; ``tests/integration/store/test_sqlite_inline.py``
+exercises them.
 """
 
 from __future__ import annotations
