@@ -31,6 +31,7 @@ from gateway.background import (
     provider_http_client,
 )
 from gateway.capacity.gate import Capacity
+from gateway.database_url import DatabaseKind
 from gateway.domain.ports import BackgroundService, Certifications, Clock, ContractSpec, JobStore
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
@@ -38,7 +39,6 @@ from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.settings import Settings
 from gateway.store import SqlJobStore, open_store, upgrade_database
-from gateway.store.engine import is_sqlite
 from gateway.store.pg_connections import PostgresConnector
 
 log = logging.getLogger("onejob.runtime")
@@ -159,7 +159,7 @@ def default_background(
     relay, the dispatcher (with the reconciler and the capacity sharing beside it) unless
     ``dispatcher`` (default: the settings) says no."""
     factories: list[ServiceFactory] = [queue_watch]
-    if not is_sqlite(settings.database_url):  # LISTEN is PostgreSQL's
+    if DatabaseKind.of(settings.database_url).listens:
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:
         factories.append(dispatcher_factory(metrics))

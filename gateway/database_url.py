@@ -1,12 +1,18 @@
-"""What a database URL says: whether onejob has its driver, whether it is on this host.
+"""What a database URL says: whether onejob has its driver, which database it is, whether
+it is on this host.
 
 ``check_database_url`` refuses, at settings time, a URL of a driver onejob does not use,
 with the URL to write instead (``postgres://`` -> ``postgresql+asyncpg://``); ``redacted``
-hides its password wherever a URL is shown.
+hides its password wherever a URL is shown. ``DatabaseKind`` is what differs between the
+two databases before one is opened (how many processes may share it, whether it relays
+changes with LISTEN, whether it has standbys); once opened, the store's dialect object
+carries the rest (``gateway/store/dialects.py``). Nothing else asks which database a URL
+names.
 """
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -23,6 +29,33 @@ _DRIVER_HINTS = {
     "sqlite": "sqlite+aiosqlite",
     "sqlite+pysqlite": "sqlite+aiosqlite",
 }
+
+
+class DatabaseKind(enum.Enum):
+    """The database a URL names, and what that decides before it is opened."""
+
+    SQLITE = "sqlite"
+    POSTGRESQL = "postgresql"
+
+    @classmethod
+    def of(cls, url: str) -> DatabaseKind:
+        """The database ``url`` names (a URL ``check_database_url`` let through)."""
+        return cls.SQLITE if url.partition("://")[0].startswith("sqlite") else cls.POSTGRESQL
+
+    @property
+    def one_process(self) -> bool:
+        """Its processes would share one write lock (a file): serve it from one process."""
+        return self is DatabaseKind.SQLITE
+
+    @property
+    def listens(self) -> bool:
+        """It tells other processes' changes (LISTEN/NOTIFY): run the relay."""
+        return self is DatabaseKind.POSTGRESQL
+
+    @property
+    def replicated(self) -> bool:
+        """It may stream to standbys: check for a synchronous one at start."""
+        return self is DatabaseKind.POSTGRESQL
 
 
 def check_database_url(url: str) -> None:

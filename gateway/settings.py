@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gateway.database_url import check_database_url
+from gateway.database_url import DatabaseKind, check_database_url
 from gateway.database_url import database_on_this_host as database_on_this_host
 from providers.config import ProviderConfig
 
@@ -379,7 +379,7 @@ def default_workers(database_url: str) -> int:
     two thirds of the host's CPU per creation, and as many sync jobs
     (docs/benchmarks.md, thirteenth session).
     """
-    if database_url.startswith("sqlite"):
+    if DatabaseKind.of(database_url).one_process:
         return 1
     cpus = usable_cpus()
     return max(1, cpus // 2) if database_on_this_host(database_url) else cpus

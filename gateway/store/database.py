@@ -324,16 +324,3 @@ class Sqlite(Database):
                         return Ran(result.rowcount, rows)
 
                     yield through_sqlalchemy
-
-
-def database_for(
-    engine: AsyncEngine,
-    hub: ChangeHub,
-    config: DatabaseConfig,
-    shortcuts: ShortcutsConfig,
-    clock: Clock,
-    ids: IdFactory,
-) -> Database:
-    """Return the database ``engine`` talks to."""
-    kind = Sqlite if engine.dialect.name == "sqlite" else Postgres
-    return kind(engine, hub, config, shortcuts, clock, ids)

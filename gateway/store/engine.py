@@ -17,6 +17,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolProxiedConnection
 
+from gateway.database_url import DatabaseKind
 from gateway.settings import DatabaseConfig
 from gateway.store.failures import NotSent
 from gateway.store.pg_connections import PostgresConnector, terminate
@@ -64,11 +65,6 @@ def pg_pool_share(processes: int) -> tuple[int, int]:
     return per - overflow, overflow
 
 
-def is_sqlite(url: str) -> bool:
-    """Say whether ``url`` points at SQLite."""
-    return make_url(url).get_backend_name() == "sqlite"
-
-
 def make_engine(
     url: str,
     *,
@@ -90,7 +86,7 @@ def make_engine(
     """
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
-    if not is_sqlite(url):
+    if DatabaseKind.of(url) is DatabaseKind.POSTGRESQL:
         config = database or DatabaseConfig()
         pool_size, max_overflow = pg_pool_share(processes)
         kwargs.setdefault("pool_size", pool_size)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from gateway.database_url import DatabaseKind
 from gateway.settings import DatabaseConfig
-from gateway.store.engine import is_sqlite
 from gateway.store.pg_connections import PostgresConnector, close_quietly
 
 log = logging.getLogger("onejob.database")
@@ -75,7 +75,7 @@ async def read_replication(url: str, config: DatabaseConfig | None = None) -> Re
 
 async def check_synchronous_standby(url: str, config: DatabaseConfig) -> Replication | None:
     """Warn, or refuse (``NoSynchronousStandby``), as ``config.synchronous_standby`` says."""
-    if is_sqlite(url) or config.synchronous_standby == "off":
+    if not DatabaseKind.of(url).replicated or config.synchronous_standby == "off":
         return None
     replication = await read_replication(url, config)
     if replication.synchronous:

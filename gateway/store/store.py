@@ -16,10 +16,10 @@ thing it does.
 | ``waits`` | an attempt waiting for capacity; jobs past their deadline; the queue's depth |
 | ``capacity`` | what processes share of a provider's capacity (issue 43) |
 
-Which database it is (``database.Postgres`` or ``database.Sqlite``) is decided once, here,
-when the store is opened: the use cases ask that object how to lock, send and publish, and
-the two that send each database its own statements (creation, the compare-and-swap) are
-given that database's half of their module.
+Which database it is (``database.Postgres`` or ``database.Sqlite``) is decided once, when
+the store is opened (``dialects.open_dialect``): the use cases ask that object how to lock,
+send and publish, and the two that send each database its own statements (creation, the
+compare-and-swap) are given that database's half of their module.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from gateway.store.audit import Audit
 from gateway.store.cancel import Cancelling
 from gateway.store.capacity import CapacitySharing
 from gateway.store.claim import Claiming, UnsentClaims
-from gateway.store.create import Creating, PostgresCreation, SqliteCreation
-from gateway.store.creation_batches import CreationBatcher
-from gateway.store.database import Database, Postgres, Sqlite, database_for
+from gateway.store.create import Creating, Creation
+from gateway.store.database import Database
+from gateway.store.dialects import open_dialect
 from gateway.store.engine import make_engine
 from gateway.store.failures import database_unavailable
-from gateway.store.finalize import Finalizing, PostgresDecisions, SqliteDecisions
+from gateway.store.finalize import Decisions, Finalizing
 from gateway.store.health import DatabaseHealth
 from gateway.store.keys import ApiKeys
 from gateway.store.leases import Leases
@@ -90,25 +90,23 @@ class SqlJobStore(
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
         shortcuts = shortcuts or ShortcutsConfig.from_env()
-        config = database or DatabaseConfig()
-        self.db: Database = database_for(engine, self.hub, config, shortcuts, self.clock, self.ids)
         #: Whether the database answers, as this process saw last (one log line a change).
         self.health = DatabaseHealth(self.ping)
         self.unsent = UnsentClaims()
-        db = self.db
-        if isinstance(db, Postgres):
-            batches = (
-                CreationBatcher(db, timeout=config.timeout) if shortcuts.creation_batches else None
-            )
-            self.creation: PostgresCreation | SqliteCreation = PostgresCreation(
-                db, self.unsent, batches
-            )
-            self.decisions: PostgresDecisions | SqliteDecisions = PostgresDecisions(db)
-            db.wakeups.unavailable = self.unavailable  # an outage is counted, not logged per send
-        else:
-            assert isinstance(db, Sqlite)
-            self.creation = SqliteCreation(db, lambda secret: self.authenticate(secret))
-            self.decisions = SqliteDecisions(db)
+        dialect = open_dialect(
+            engine,
+            hub=self.hub,
+            config=database or DatabaseConfig(),
+            shortcuts=shortcuts,
+            clock=self.clock,
+            ids=self.ids,
+            unsent=self.unsent,
+            authenticate=lambda secret: self.authenticate(secret),
+            unavailable=self.unavailable,
+        )
+        self.db: Database = dialect.db
+        self.creation: Creation = dialect.creation
+        self.decisions: Decisions = dialect.decisions
 
     async def ping(self, timeout: float = 1.0) -> None:
         """Return once the database answered within ``timeout`` seconds; raise otherwise."""
