@@ -28,6 +28,7 @@ from bench.lib.loads import CASES, CONTRACT
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.background import DispatcherService
+from gateway.dispatch.routing import Routes
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
 from gateway.metrics import Metrics
@@ -116,12 +117,18 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
             await asyncio.gather(*(insert(n) for n in range(args.attempts)))
             metrics = Metrics()
+            catalog = load_catalog()
             service = DispatcherService(
                 settings,
                 store=store,
                 hub=hub,
-                catalog=load_catalog(),
-                certifications=CertificationRegistry(settings.certifications_path),
+                catalog=catalog,
+                routes=Routes(
+                    settings,
+                    catalog,
+                    settings.providers,
+                    CertificationRegistry(settings.certifications_path),
+                ),
                 metrics=metrics,
             )
             print(

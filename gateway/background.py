@@ -24,12 +24,12 @@ from gateway.capacity.sharing import CapacitySync
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
-    Certifications,
     Clock,
     ContractSpec,
     FailoverSuspensions,
     JobStore,
     Provider,
+    Reconcilable,
     ShadowStore,
 )
 from gateway.metrics import Metrics
@@ -80,16 +80,25 @@ def build_reconciler(
     store: JobStore,
     providers: Mapping[str, object],
     catalog: Mapping[str, ContractSpec],
-    certifications: Certifications,
+    routes: Routes,
     metrics: Metrics,
     clock: Clock | None = None,
 ) -> Reconciler:
-    """Build a reconciler over the adapters; it fails over through the same ``Routes``."""
+    """Build a reconciler over the adapters that can be asked (configured to reconcile,
+    and ``Reconcilable``: decided here, not by the reconciler); it fails over through the
+    process's one ``Routes``."""
+    lookups = {
+        name: provider
+        for name, provider in providers.items()
+        if name in settings.providers
+        and settings.providers[name].reconcile
+        and isinstance(provider, Reconcilable)
+    }
     return Reconciler(
         store=store,
-        providers=providers,
+        lookups=lookups,
         catalog=catalog,
-        routes=Routes(settings, catalog, settings.providers, certifications),
+        routes=routes,
         settings=settings,
         metrics=metrics,
         clock=clock,
@@ -99,24 +108,25 @@ def build_reconciler(
 def build_shadow_checker(
     settings: Settings,
     *,
-    store: JobStore,
+    shadows: ShadowStore | None,
+    suspensions: FailoverSuspensions | None,
     providers: Mapping[str, Provider],
     catalog: Mapping[str, ContractSpec],
-    certifications: Certifications,
+    routes: Routes,
     metrics: Metrics,
     clock: Clock | None = None,
 ) -> ShadowChecker | None:
-    """Build the shadow checks (issue 38) over the adapters; None when the store or the
-    registry cannot keep them."""
-    if not isinstance(store, ShadowStore) or not isinstance(certifications, FailoverSuspensions):
+    """Build the shadow checks (issue 38) over the adapters; None when the store cannot
+    keep them or the registry cannot suspend (the composition root says which can)."""
+    if shadows is None or suspensions is None:
         return None
     return ShadowChecker(
-        store=store,
+        store=shadows,
         providers=providers,
         provider_configs=settings.providers,
         catalog=catalog,
-        routes=Routes(settings, catalog, settings.providers, certifications),
-        registry=certifications,
+        routes=routes,
+        registry=suspensions,
         settings=settings,
         metrics=metrics.certification,
         clock=clock,
@@ -133,19 +143,23 @@ class DispatcherService:
         store: JobStore,
         hub: ChangeHub,
         catalog: Mapping[str, ContractSpec],
-        certifications: Certifications,
+        routes: Routes,
         metrics: Metrics,
         clock: Clock | None = None,
         worker_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         service: JobService | None = None,
         capacity: Capacity | None = None,
+        suspensions: FailoverSuspensions | None = None,
+        shadows: ShadowStore | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._hub = hub
         self._catalog = catalog
-        self._certifications = certifications
+        self._routes = routes
+        self._suspensions = suspensions
+        self._shadows = shadows
         self._metrics = metrics
         self._clock = clock
         self._worker_id = worker_id or settings.instance_id
@@ -168,7 +182,7 @@ class DispatcherService:
             providers=providers,
             provider_configs=self.settings.providers,
             catalog=self._catalog,
-            certifications=self._certifications,
+            routes=self._routes,
             settings=self.settings,
             metrics=self._metrics,
             clock=self._clock,
@@ -191,7 +205,7 @@ class DispatcherService:
                 store=self._store,
                 providers=providers,
                 catalog=self._catalog,
-                certifications=self._certifications,
+                routes=self._routes,
                 metrics=self._metrics,
                 clock=self._clock,
             )
@@ -200,10 +214,11 @@ class DispatcherService:
                 await reconciler.start()
         shadow = build_shadow_checker(
             self.settings,
-            store=self._store,
+            shadows=self._shadows,
+            suspensions=self._suspensions,
             providers=providers,
             catalog=self._catalog,
-            certifications=self._certifications,
+            routes=self._routes,
             metrics=self._metrics,
             clock=self._clock,
         )

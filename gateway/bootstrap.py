@@ -32,7 +32,16 @@ from gateway.background import (
 )
 from gateway.capacity.gate import Capacity
 from gateway.database_url import DatabaseKind
-from gateway.domain.ports import BackgroundService, Certifications, Clock, ContractSpec, JobStore
+from gateway.dispatch.routing import Routes
+from gateway.domain.ports import (
+    BackgroundService,
+    Certifications,
+    Clock,
+    ContractSpec,
+    FailoverSuspensions,
+    JobStore,
+    ShadowStore,
+)
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
@@ -57,6 +66,13 @@ class Runtime:
     metrics: Metrics
     #: What this process knows of its providers' capacity (the dispatcher paces by it).
     capacity: Capacity
+    #: Failover and hedge routing: built once, here, for the service, the dispatcher,
+    #: the reconciler and the shadow checks.
+    routes: Routes
+    #: Optional capabilities, decided once here: the registry's suspensions (None: it
+    #: keeps none) and the store's shadow checks (None: it cannot keep them).
+    suspensions: FailoverSuspensions | None
+    shadows: ShadowStore | None
 
 
 #: Builds one background service from the runtime (the dispatcher is wired in here).
@@ -131,11 +147,13 @@ def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> Servi
             store=runtime.store,
             hub=runtime.hub,
             catalog=runtime.catalog,
-            certifications=runtime.certifications,
+            routes=runtime.routes,
             metrics=metrics,
             clock=clock,
             service=runtime.service,
             capacity=runtime.capacity,
+            suspensions=runtime.suspensions,
+            shadows=runtime.shadows,
         )
 
     return build
@@ -220,10 +238,34 @@ async def running(
     the_catalog = load_contracts() if catalog is None else catalog
     the_certs = certifications_for(settings) if certifications is None else certifications
     capacity = Capacity(settings.providers, settings.capacity)
+    routes = Routes(settings, the_catalog, settings.providers, the_certs)
+    suspensions = the_certs if isinstance(the_certs, FailoverSuspensions) else None
+    shadows = the_store if isinstance(the_store, ShadowStore) else None
     service = JobService(
-        the_store, settings, the_catalog, the_certs, hub, metrics, capacity=capacity
+        the_store,
+        settings,
+        the_catalog,
+        the_certs,
+        hub,
+        metrics,
+        capacity=capacity,
+        routes=routes,
+        suspensions=suspensions,
+        shadows=shadows,
     )
-    runtime = Runtime(settings, the_store, hub, the_catalog, the_certs, service, metrics, capacity)
+    runtime = Runtime(
+        settings,
+        the_store,
+        hub,
+        the_catalog,
+        the_certs,
+        service,
+        metrics,
+        capacity,
+        routes,
+        suspensions,
+        shadows,
+    )
     started: list[BackgroundService] = []
     with asyncio_named_for_sniffio():
         try:
@@ -249,14 +291,16 @@ async def reconciler_pass(settings: Settings, names: Sequence[str]) -> AsyncIter
     The caller has checked the database is migrated (a pass never migrates).
     """
     store = await open_store_for(settings)
+    catalog = load_contracts()
+    routes = Routes(settings, catalog, settings.providers, certifications_for(settings))
     try:
         async with provider_http_client(settings) as client:
             yield build_reconciler(
                 settings,
                 store=store,
                 providers=build_providers(settings, client, names),
-                catalog=load_contracts(),
-                certifications=certifications_for(settings),
+                catalog=catalog,
+                routes=routes,
                 metrics=Metrics(),
             )
     finally:

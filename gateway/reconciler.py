@@ -89,7 +89,7 @@ class Reconciler:
         self,
         *,
         store: JobStore,
-        providers: Mapping[str, object],
+        lookups: Mapping[str, Reconcilable],
         catalog: Mapping[str, ContractSpec],
         routes: Routes,
         settings: Settings,
@@ -102,14 +102,9 @@ class Reconciler:
         self.config = settings.reconciler
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
-        #: The providers that may be asked: configured to reconcile, and able to.
-        self.lookups: dict[str, Reconcilable] = {
-            name: provider
-            for name, provider in providers.items()
-            if name in settings.providers
-            and settings.providers[name].reconcile
-            and isinstance(provider, Reconcilable)
-        }
+        #: The providers that may be asked: configured to reconcile, and able to (the
+        #: composition root decides which: ``background.build_reconciler``).
+        self.lookups: dict[str, Reconcilable] = dict(lookups)
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

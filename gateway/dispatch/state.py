@@ -17,7 +17,7 @@ from gateway.capacity.gate import Capacity
 from gateway.dispatch.attempt import AttemptExecutor
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import SystemClock
-from gateway.domain.ports import Certifications, Clock, ContractSpec, JobStore, Provider
+from gateway.domain.ports import Clock, ContractSpec, JobStore, Provider
 from gateway.domain.records import JobRecord
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
@@ -38,7 +38,7 @@ class DispatcherState:
         providers: Mapping[str, Provider],
         provider_configs: Mapping[str, ProviderConfig],
         catalog: Mapping[str, ContractSpec],
-        certifications: Certifications,
+        routes: Routes,
         settings: Settings,
         metrics: Metrics,
         clock: Clock | None = None,
@@ -50,7 +50,6 @@ class DispatcherState:
         self.providers = providers
         self.provider_configs = provider_configs
         self.catalog = catalog
-        self.certifications = certifications
         self.settings = settings
         self.config = settings.dispatcher
         self.metrics = metrics
@@ -72,7 +71,8 @@ class DispatcherState:
         #: Providers the last claim held back (``Capacity.held``), with their waits.
         self._held: dict[str, float] = {}
         self._local: set[asyncio.Task[JobRecord | None]] = set()
-        self.routes = Routes(settings, catalog, provider_configs, certifications)
+        #: Failover and hedge routing, built once by the composition root.
+        self.routes = routes
         self._attempts = AttemptExecutor(
             store=store,
             providers=providers,

@@ -26,7 +26,6 @@ from typing import Any
 from contracts.budget import Budget, usage_figures
 from contracts.registry_file import days_to_expiry
 from contracts.suspensions import public as public_suspension
-from gateway.domain.ports import FailoverSuspensions, ShadowStore
 from gateway.domain.shadow import HOUR
 from gateway.service.base import ServiceBase
 from gateway.shadow import certified_since
@@ -155,27 +154,28 @@ class About(ServiceBase):
 
     def _latest_certificate(self, contract: str, provider: str) -> dict[str, Any] | None:
         """The newest certificate behind a verdict, when the policy keeps them."""
-        lookup = getattr(self.certifications, "latest_certificate", None)
-        return lookup(contract, provider) if lookup is not None else None
+        if self.suspensions is None:
+            return None
+        return self.suspensions.latest_certificate(contract, provider)
 
     def _suspension(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
-        if not isinstance(self.certifications, FailoverSuspensions):
+        if self.suspensions is None:
             return None
-        return public_suspension(self.certifications.suspension(contract, primary, fallback))
+        return public_suspension(self.suspensions.suspension(contract, primary, fallback))
 
     async def _shadow(self, contract: str, primary: str, fallback: str) -> dict[str, Any] | None:
         """Tally the pair's shadow checks since the fallback's certificate (None: off)."""
         config = self.settings.shadow
-        registry = self.certifications
+        registry, shadows = self.suspensions, self.shadows
         if (
             config.sample_rate <= 0
-            or not isinstance(self.store, ShadowStore)
-            or not isinstance(registry, FailoverSuspensions)
+            or shadows is None
+            or registry is None
             or not getattr(self.catalog.get(contract), "hedgeable", False)
         ):
             return None
         since = certified_since(registry, contract, fallback)
-        tally = await self.store.shadow_tally(
+        tally = await shadows.shadow_tally(
             contract, primary, fallback, since=since, window=config.window
         )
         return {
@@ -260,9 +260,9 @@ class About(ServiceBase):
                     gauges.disagreement_rate.labels(contract, primary, fallback).set(rate)
         shadow_on = self.settings.shadow.sample_rate > 0
         gauges.shadow_calls_limit.set(self.settings.shadow.calls_per_hour if shadow_on else 0)
-        if shadow_on and isinstance(self.store, ShadowStore):
+        if shadow_on and self.shadows is not None:
             since = now - dt.timedelta(seconds=HOUR)
-            gauges.shadow_calls_last_hour.set(await self.store.shadow_calls_since(since))
+            gauges.shadow_calls_last_hour.set(await self.shadows.shadow_calls_since(since))
 
 
 def _budget_verdict(recorded: Any) -> dict[str, Any] | None:

@@ -17,8 +17,10 @@ from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
     Certifications,
     ContractSpec,
+    FailoverSuspensions,
     JobStore,
     LocalRunner,
+    ShadowStore,
     Verdict,
 )
 from gateway.domain.records import JobRecord, Principal
@@ -61,6 +63,10 @@ class ServiceBase:
         hub: ChangeHub | None = None,
         metrics: Metrics | None = None,
         capacity: Capacity | None = None,
+        *,
+        routes: Routes,
+        suspensions: FailoverSuspensions | None = None,
+        shadows: ShadowStore | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -74,12 +80,13 @@ class ServiceBase:
         #: Whether a new job may be queued, and each owner's place in line (issue 43).
         self.admission = QueueAdmission(settings.admission)
         self.places = FairPlaces()
-        self.routes = Routes(
-            settings,
-            catalog,
-            settings.providers,
-            self.certifications,
-        )
+        #: Failover routing, built once by the composition root (``bootstrap.running``).
+        self.routes = routes
+        #: Optional capabilities, decided by the composition root: the registry's
+        #: suspensions and certificates (the failover matrix shows them), the store's
+        #: shadow checks (their tallies). None: not available here.
+        self.suspensions = suspensions
+        self.shadows = shadows
         self._runner: LocalRunner | None = None
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:

@@ -22,6 +22,7 @@ from cli.certify import certify, cmd_can_i_failover
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.routing import Routes
 from gateway.settings import Settings
 
 from .conftest import parse
@@ -254,7 +255,12 @@ def test_gateway_fails_over_only_to_the_certified_faithful_fallback(
         providers={},
         provider_configs=providers,
         catalog=load_catalog(),
-        certifications=CertificationRegistry(certified["root"] / "certs.json"),
+        routes=Routes(
+            settings,
+            load_catalog(),
+            providers,
+            CertificationRegistry(certified["root"] / "certs.json"),
+        ),
         settings=settings,
         metrics=None,  # type: ignore[arg-type]
         worker_id="w",

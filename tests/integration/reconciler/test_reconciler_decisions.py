@@ -17,6 +17,7 @@ from reconciler_helpers import CONTRACT, case_input, unknown_attempt
 from contracts.loader import load_catalog
 from contracts.model import Contract
 from gateway.background import build_reconciler
+from gateway.dispatch.routing import Routes
 from gateway.domain.clock import ManualClock
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.views import admin_attempt_view
@@ -85,12 +86,14 @@ def reconciler(
     clock: ManualClock | None = None,
     **kw: Any,
 ) -> Reconciler:
+    config = settings(**kw)
+    routes = Routes(config, CATALOG, config.providers, certified or Certified())
     return build_reconciler(
-        settings(**kw),
+        config,
         store=store,
         providers={"sim-openai": provider},
         catalog=CATALOG,
-        certifications=certified or Certified(),
+        routes=routes,
         metrics=Metrics(),
         clock=clock,
     )

@@ -21,6 +21,7 @@ from dispatch_fakes import (
 )
 
 from gateway.dispatch.dispatcher import Dispatcher
+from gateway.dispatch.routing import Routes
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
@@ -61,13 +62,14 @@ def make_dispatcher(store: SpyStore) -> MakeDispatcher:
             }
         )
         toy = contract or ToyContract()
+        catalog = {toy.name: toy}
         return Dispatcher(
             store=store,  # type: ignore[arg-type]
             hub=ChangeHub(),
             providers=providers or {n: ScriptedProvider(n) for n in names},
             provider_configs=configs,
-            catalog={toy.name: toy},  # type: ignore[dict-item]
-            certifications=FixedCertifications(*certified),
+            catalog=catalog,  # type: ignore[arg-type]
+            routes=Routes(settings, catalog, configs, FixedCertifications(*certified)),  # type: ignore[arg-type]
             settings=settings,
             metrics=Metrics(),
             worker_id="w-test",
