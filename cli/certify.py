@@ -34,6 +34,11 @@ EXIT_FAIL = 1
 EXIT_ERROR = 2
 DEFAULT_REPORT_DIR = "reports/out"
 DEFAULT_REGISTRY = "reports/certifications.json"
+#: Where a ``--sim`` run writes unless told otherwise: a scratch registry and report
+#: folder of its own, so made-up providers never reach the registry running gateways
+#: read, nor replace the live run's contracts.html (issue 47).
+SIM_REPORT_DIR = "reports/out/sim"
+SIM_REGISTRY = "reports/out/sim/certifications.json"
 CASES_IN_FLIGHT = 8  # cases certified at once, by default
 VALIDITY_DAYS = 30.0  # days a certificate stays valid, by default
 REASON_CHARS = 160  # characters of a unit's first failure shown on its progress line
@@ -52,8 +57,14 @@ def register(subcommands: Subcommands) -> None:
     cert.add_argument("--contract", action="append", default=[], help="name@version (repeat)")
     cert.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.LIVE.value)
     cert.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="k for pass^k")
-    cert.add_argument("--report-dir", default=DEFAULT_REPORT_DIR)
-    cert.add_argument("--registry", help=f"certificates file (default {DEFAULT_REGISTRY})")
+    cert.add_argument(
+        "--report-dir",
+        help=f"where the reports go (default {DEFAULT_REPORT_DIR}; with --sim {SIM_REPORT_DIR})",
+    )
+    cert.add_argument(
+        "--registry",
+        help=f"certificates file (default {DEFAULT_REGISTRY}; with --sim {SIM_REGISTRY})",
+    )
     cert.add_argument("--cassettes", default=str(CASSETTE_ROOT), help="cassette folder")
     cert.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
     cert.add_argument(
@@ -104,7 +115,10 @@ def register(subcommands: Subcommands) -> None:
     can.add_argument("--from", dest="primary", required=True, help="primary provider")
     can.add_argument("--to", dest="fallback", required=True, help="fallback provider")
     can.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
-    can.add_argument("--registry", help=f"certificates file (default {DEFAULT_REGISTRY})")
+    can.add_argument(
+        "--registry",
+        help=f"certificates file (default {DEFAULT_REGISTRY}; with --sim {SIM_REGISTRY})",
+    )
     can.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
     can.add_argument("--sim", action="store_true", help="use the --sim provider configurations")
     can.set_defaults(func=cmd_can_i_failover)
@@ -117,7 +131,7 @@ def _configured(
     if args.sim:
         from certify.simulated import sim_pairs, sim_providers
 
-        return sim_providers(), sim_pairs(), args.registry or DEFAULT_REGISTRY
+        return sim_providers(), sim_pairs(), args.registry or SIM_REGISTRY
     from gateway.settings import load_settings
 
     given = getattr(args, "settings", None)  # the worker's own settings (its scheduled pass)
@@ -316,7 +330,8 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if previous is not None
         else None
     )
-    paths = write_reports(run, args.report_dir, comparison, registry=registry, validity=validity)
+    report_dir = args.report_dir or (SIM_REPORT_DIR if args.sim else DEFAULT_REPORT_DIR)
+    paths = write_reports(run, report_dir, comparison, registry=registry, validity=validity)
     print("\n" + summary_table(run), file=out)
     print("\n" + run.variants_line(), file=out)
     if comparison is not None:
