@@ -282,15 +282,7 @@ class Capacity:
                 breaker.opened_elsewhere(row.circuit_until.timestamp(), now)
             elif row.provider not in self.news:
                 breaker.closed_elsewhere()
-            changed = False
-            if row.requests_per_minute and row.requests_per_minute != pace.known.announced_rpm:
-                pace.known.announced_rpm = float(row.requests_per_minute)
-                changed = True
-            if row.tokens_per_minute and row.tokens_per_minute != pace.known.announced_tpm:
-                pace.known.announced_tpm = float(row.tokens_per_minute)
-                changed = True
-            if changed:
-                pace.retune(now)
+            pace.learn(row.requests_per_minute, row.tokens_per_minute, now)
             pace.set_share(row.members if pace.limited else 1, now)
 
     def states(self) -> list[ProviderState]:

@@ -164,12 +164,17 @@ class Pace:
 
     def announced(self, limits: RateLimits, now: float) -> bool:
         """Learn the limits a provider announced; say whether they changed."""
+        return self.learn(limits.requests_limit, limits.tokens_limit, now)
+
+    def learn(self, rpm: int | None, tpm: int | None, now: float) -> bool:
+        """Take announced limits (per minute; None or 0: not said), from the provider or
+        from another process; retune and say so when they changed."""
         changed = False
-        if limits.requests_limit and limits.requests_limit != self.known.announced_rpm:
-            self.known.announced_rpm = float(limits.requests_limit)
+        if rpm and rpm != self.known.announced_rpm:
+            self.known.announced_rpm = float(rpm)
             changed = True
-        if limits.tokens_limit and limits.tokens_limit != self.known.announced_tpm:
-            self.known.announced_tpm = float(limits.tokens_limit)
+        if tpm and tpm != self.known.announced_tpm:
+            self.known.announced_tpm = float(tpm)
             changed = True
         if changed:
             self.retune(now)
