@@ -99,11 +99,7 @@ class Jobs(ServiceBase):
         """
         if self.admission.full:
             return await self._create_when_full(secret, new)
-        place = self.places.place(secret, time.monotonic())
-        if place:
-            new = queued_later(new, place)
         result = await self._create(new, secret)
-        self.places.owner_is(secret, result.job.owner_id)
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
@@ -166,6 +162,12 @@ class Jobs(ServiceBase):
         runner = self._runner
         claim = await runner.reserve(new.provider, new) if runner is not None else None
         slot = runner if claim is not None else None  # the runner whose slot is reserved
+        in_line = claim is None
+        if in_line:
+            # Queued: its owner's fair place in line (a job run here at once takes none).
+            place = self.places.place(secret, time.monotonic())
+            if place:
+                new = queued_later(new, place)
         try:
             result = await self.store.create_or_get_for_key(secret, new, claim)
         except BaseException:
@@ -179,6 +181,8 @@ class Jobs(ServiceBase):
             if slot is not None:
                 slot.release()
             return await self._create_as_owner(secret, new, None)
+        if in_line:
+            self.places.owner_is(secret, result.job.owner_id)
         if slot is not None:
             if result.claimed is None:
                 slot.release()
