@@ -146,6 +146,30 @@ async def test_every_request_logs_one_access_line_with_its_job(
     assert lines[0].job_id == job_id  # type: ignore[attr-defined]
 
 
+async def test_the_console_s_reads_are_logged_at_debug_its_writes_and_refusals_at_info(
+    client: httpx.AsyncClient, keys: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Console polling was 243 of a serve log's 401 lines (issue 47, 8)."""
+    console = {**keys.auth(), "X-Onejob-Client": "console"}
+    job_id = await create(client, keys, 1)
+    with caplog.at_level(logging.DEBUG, logger="onejob.access"):
+        await client.get(f"/v1/jobs/{job_id}", headers=console)
+        await client.get("/v1/jobs/job_missing", headers=console)
+        await client.post(f"/v1/jobs/{job_id}/cancel", headers=console)
+        await client.get(f"/v1/jobs/{job_id}", headers=keys.auth())
+    levels = [
+        (r.levelname, r.method, r.status)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.name == "onejob.access"
+    ]
+    assert levels == [
+        ("DEBUG", "GET", 200),
+        ("INFO", "GET", 404),
+        ("INFO", "POST", 200),
+        ("INFO", "GET", 200),  # not the console: every read stays INFO
+    ]
+
+
 def test_log_lines_are_json_objects() -> None:
     from gateway.logging import JsonFormatter
 
