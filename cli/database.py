@@ -117,13 +117,23 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
-    """Print one line per key: id, owner, scopes, created, revoked (tab-separated)."""
+    """Print one line per key: id, owner, scopes, created, revoked (tab-separated, times
+    in UTC with their zone); a header line first when stdout is a terminal (a script
+    reading the lines gets the keys alone)."""
     keys = _with_store(settings_from(args), lambda store: store.list_api_keys(args.owner))
+    if sys.stdout.isatty():
+        print("\t".join(["ID", "OWNER", "SCOPES", "CREATED", "REVOKED"]))
     for key in keys:
-        revoked = key.revoked_at.isoformat() if key.revoked_at else "active"
+        revoked = utc_text(key.revoked_at) if key.revoked_at else "active"
         fields = [key.id, key.owner_id, ",".join(sorted(key.scopes))]
-        print("\t".join([*fields, key.created_at.isoformat(), revoked]))
+        print("\t".join([*fields, utc_text(key.created_at), revoked]))
     return 0
+
+
+def utc_text(at: dt.datetime) -> str:
+    """A time as ``2026-12-07T13:50:16Z`` (a naive time is the store's UTC)."""
+    aware = at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+    return aware.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
@@ -181,7 +191,12 @@ def cmd_jobs_prune(args: argparse.Namespace) -> int:
             print(f"  pruned {total} jobs so far", file=sys.stderr)
 
     total = _with_store(settings, prune)
-    verb = "would prune at least" if args.dry_run else "pruned"
+    from gateway.store.prune import PRUNE_BATCH
+
+    # A dry run counts one batch: a full one means there may be more.
+    verb = "pruned"
+    if args.dry_run:
+        verb = "would prune at least" if total >= PRUNE_BATCH else "would prune"
     print(f"{verb} {total} settled jobs created more than {args.older_than} ago", file=sys.stderr)
     print(total)
     return 0

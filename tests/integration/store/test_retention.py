@@ -93,3 +93,28 @@ def test_prune_refuses_a_window_shorter_than_a_day(tmp_path: Any) -> None:
     )
     assert run.returncode == 2
     assert "at least 24h" in run.stderr
+
+
+def test_a_dry_run_and_the_key_list_say_plainly_what_they_found(tmp_path: Any) -> None:
+    """Issue 47, 13: "would prune at least 0"; key times without their zone."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+
+    def onejob(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cli", *args, "--database-url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert onejob("db", "upgrade").returncode == 0
+    dry = onejob("jobs", "prune", "--older-than", "30d", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would prune 0 settled jobs created more than 30d ago" in dry.stderr
+    assert dry.stdout.strip() == "0"
+    assert onejob("keys", "create", "alice").returncode == 0
+    listed = onejob("keys", "list")
+    (line,) = listed.stdout.splitlines()  # no header when stdout is not a terminal
+    created = line.split("\t")[3]
+    assert created.endswith("Z") and len(created) == len("2026-12-07T13:50:16Z"), line
