@@ -95,7 +95,8 @@ class TiktokenTokenizer:
 
     def special_ids(self) -> frozenset[int]:
         """Return the ids of the encoding's special tokens."""
-        return frozenset(self.encoding._special_tokens.values())
+        encoding = self.encoding
+        return frozenset(encoding.encode_single_token(t) for t in encoding.special_tokens_set)
 
     def count(self, text: str) -> int:
         """Return the number of tokens in ``text``."""

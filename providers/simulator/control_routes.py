@@ -29,6 +29,9 @@ from providers.simulator.profiles import Profile
 from providers.simulator.script import MAX_SCRIPT_COUNT, Behaviour, CallRecord, Script
 from providers.simulator.stored import StoredCompletions
 
+#: Every profile's name (a provider named like one plays it).
+PROFILE_NAMES = frozenset(p.value for p in Profile)
+
 
 class SimulatorState:
     """Profiles, the script, the call log and stored completions of one simulator."""
@@ -59,7 +62,7 @@ class SimulatorState:
             return self._overrides[provider]
         if provider in self._configured:
             return self._configured[provider]
-        if provider in Profile._value2member_map_:
+        if provider in PROFILE_NAMES:
             return Profile(provider)
         return self.default_profile
 

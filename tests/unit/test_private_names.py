@@ -65,14 +65,7 @@ OWN_ACROSS_MODULES: dict[tuple[str, str], str] = {
 
 #: (file, key): another library's private name outside the shortcuts, not yet moved, each
 #: with its public path. Keep it empty: an entry is a debt, not a permission.
-NOT_YET_MOVED: dict[tuple[str, str], str] = {
-    ("providers/tokenizers.py", "?._special_tokens"): "tiktoken's Encoding._special_tokens; "
-    "public: encode_single_token(t) for t in Encoding.special_tokens_set (a module outside "
-    "the slice of issue 44 that added this check)",
-    ("providers/simulator/control_routes.py", "?._value2member_map_"): "the stdlib Enum's "
-    "value map; public: provider in {p.value for p in Profile} (a module outside the slice "
-    "of issue 44 that added this check)",
-}
+NOT_YET_MOVED: dict[tuple[str, str], str] = {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
