@@ -63,6 +63,18 @@ async def _probe(
     url, headers, _ = build(request)
     try:
         response = await client.post(url, content=b"{}", headers=headers, timeout=PROBE_TIMEOUT)
+    except httpx.ConnectError as exc:
+        local = httpx.URL(provider.base_url).host in ("127.0.0.1", "localhost", "::1")
+        hint = (
+            "; if it is onejob's bundled simulator, start it: `make serve` (or "
+            "`.venv/bin/onejob sim serve --port PORT`), or certify with --sim"
+            if local
+            else ""
+        )
+        return (
+            f"nothing answers at {provider.base_url} ({exc or 'connection refused'}): "
+            f"is the provider running?{hint}"
+        )
     except httpx.HTTPError as exc:
         return f"cannot reach {provider.base_url} ({type(exc).__name__}: {exc or 'no detail'})"
     said = redact(_message(response), provider.api_key())

@@ -51,12 +51,32 @@ def register(subcommands: Subcommands) -> None:
     from certify.runner import DEFAULT_REPEATS
     from certify.simulated import SIM_PROVIDERS
 
-    cert = subcommands.add_parser("certify", help=COMMANDS["certify"])
+    cert = subcommands.add_parser(
+        "certify",
+        help=COMMANDS["certify"],
+        description=(
+            "Run each contract's cases and variants against each provider, write a "
+            "certificate per provider and contract into the registry, and the reports. "
+            "The result goes to stdout, progress to stderr. Exit 0: all passed; 1: one "
+            "failed; 2: nothing could run."
+        ),
+    )
     cert.add_argument("--config", help="path of onejob.toml (default: $ONEJOB_CONFIG)")
     cert.add_argument("--provider", action="append", default=[], help="provider name (repeat)")
     cert.add_argument("--contract", action="append", default=[], help="name@version (repeat)")
-    cert.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.LIVE.value)
-    cert.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="k for pass^k")
+    cert.add_argument(
+        "--mode",
+        choices=[m.value for m in Mode],
+        default=Mode.LIVE.value,
+        help="live: call the providers; record: and keep cassettes; replay: from the "
+        "cassettes, offline (proves adapters, certifies nothing) (default %(default)s)",
+    )
+    cert.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help="k for pass^k: each case must pass k times (default %(default)s)",
+    )
     cert.add_argument(
         "--report-dir",
         help=f"where the reports go (default {DEFAULT_REPORT_DIR}; with --sim {SIM_REPORT_DIR})",
@@ -65,12 +85,22 @@ def register(subcommands: Subcommands) -> None:
         "--registry",
         help=f"certificates file (default {DEFAULT_REGISTRY}; with --sim {SIM_REGISTRY})",
     )
-    cert.add_argument("--cassettes", default=str(CASSETTE_ROOT), help="cassette folder")
+    cert.add_argument(
+        "--cassettes", default=str(CASSETTE_ROOT), help="cassette folder (default: the shipped one)"
+    )
     cert.add_argument("--catalog", help="contract catalog folder (default: the shipped one)")
     cert.add_argument(
-        "--concurrency", type=int, default=CASES_IN_FLIGHT, help="cases in flight at once"
+        "--concurrency",
+        type=int,
+        default=CASES_IN_FLIGHT,
+        help="cases in flight at once (default %(default)s)",
     )
-    cert.add_argument("--validity-days", type=float, default=VALIDITY_DAYS)
+    cert.add_argument(
+        "--validity-days",
+        type=float,
+        default=VALIDITY_DAYS,
+        help="days a new certificate stays valid (default %(default)g)",
+    )
     cert.add_argument(
         "--variants",
         type=int,
@@ -110,7 +140,14 @@ def register(subcommands: Subcommands) -> None:
     )
     cert.set_defaults(func=cmd_certify)
 
-    can = subcommands.add_parser("can-i-failover", help=COMMANDS["can-i-failover"])
+    can = subcommands.add_parser(
+        "can-i-failover",
+        help=COMMANDS["can-i-failover"],
+        description=(
+            "Say whether the registry allows FALLBACK to stand in for PRIMARY on CONTRACT, "
+            "and why. Exit 0: yes; 1: no; 2: bad arguments."
+        ),
+    )
     can.add_argument("--contract", required=True, help="name@version")
     can.add_argument("--from", dest="primary", required=True, help="primary provider")
     can.add_argument("--to", dest="fallback", required=True, help="fallback provider")
@@ -218,8 +255,16 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return asyncio.run(certify(args))
 
 
-async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Run ``certify`` with parsed arguments (async, for tests)."""
+async def certify(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run ``certify`` with parsed arguments (async, for tests).
+
+    The result (the provider x contract table, the variants line, the changes, the last
+    line with the registry and reports, the errors of the run) goes to ``out``, stdout:
+    ``> out.txt`` or ``| less`` keeps it. Progress and the refusals before any case ran
+    go to ``err``, stderr. A caller passing ``out`` alone gets both there.
+    """
     import httpx
 
     from certify.compare import CompareError, compare, load_previous, snapshot_of_report
@@ -239,12 +284,13 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from contracts.registry import CertificationRegistry, RegistryError
     from reports.contracts_report import run_json, write_reports
 
-    out = out or sys.stderr
+    err = err or out or sys.stderr
+    out = out or sys.stdout
     if getattr(args, "due", False):
         return await certify_due(args, out)
     mode = Mode(args.mode)
     if args.repeats < 1 or (args.variants is not None and args.variants < 0):
-        print("error: --repeats must be >= 1 and --variants >= 0", file=out)
+        print("error: --repeats must be >= 1 and --variants >= 0", file=err)
         return EXIT_ERROR
     try:
         prices = sim_prices() if args.sim else {}
@@ -261,7 +307,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if unknown:
             raise KeyError(f"unknown provider(s) {unknown}; configured: {sorted(providers)}")
     except (ContractError, KeyError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=out)
+        print(f"error: {exc}", file=err)
         return EXIT_ERROR
     chosen = [providers[n] for n in names]
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
@@ -269,7 +315,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:  # read before this run's certificates are recorded
         previous = load_previous(args.compare, registry.entries()) if args.compare else None
     except CompareError as exc:
-        print(f"error: {exc}", file=out)
+        print(f"error: {exc}", file=err)
         return EXIT_ERROR
     # Cassettes hold the catalog's cases only: with --sim, an in-process simulator answers
     # replay's variants (over ASGI, offline).
@@ -283,8 +329,8 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 problems = await preflight(chosen, contracts[0], probe)
             if problems:
                 for problem in problems:
-                    print(f"error: {problem}", file=out)
-                print("no case was run: fix the provider configuration first", file=out)
+                    print(f"error: {problem}", file=err)
+                print("no case was run: fix the above first", file=err)
                 return EXIT_ERROR
         runner = Runner(
             mode,
@@ -293,7 +339,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             cassette_root=Path(args.cassettes),
             recorded_from=sim_origin if args.sim else "live provider endpoints",
             progress=_progress_printer(
-                out,
+                err,
                 len(chosen) * len(contracts),
                 len(chosen)
                 * sum(len(c.cases) + (args.variants or c.variants_per_run) for c in contracts),
@@ -309,7 +355,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
             f"mode {mode.value}, k={args.repeats}, run {runner.run_id}, "
             f"variants seeded {runner.seed}",
-            file=out,
+            file=err,
             flush=True,
         )
         try:
@@ -322,7 +368,7 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         registry.record([u.certificate(validity) for u in run.units])
     except RegistryError as exc:
-        print(f"error: cannot update the registry: {exc}", file=out)
+        print(f"error: cannot update the registry: {exc}", file=err)
         return EXIT_ERROR
     source = "the registry's newest certificates" if args.compare == "last" else args.compare
     comparison = (
@@ -344,8 +390,8 @@ async def certify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if mode is Mode.REPLAY:
         print("note: replay mode proves adapters and parsers; it never certifies", file=out)
     if run.errors:
-        for err in run.errors[:10]:
-            print(f"error: {err}", file=out)
+        for problem in run.errors[:10]:
+            print(f"error: {problem}", file=out)
         return EXIT_ERROR
     return EXIT_PASS if run.passed else EXIT_FAIL
 

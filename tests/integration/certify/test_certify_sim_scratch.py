@@ -8,6 +8,8 @@ replaced the live run's ``contracts.html``.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,20 @@ async def test_a_sim_run_leaves_the_live_registry_and_reports_alone(
     )  # fmt: skip
     assert cmd_can_i_failover(ask, said) == 0, said.getvalue()  # read from the scratch file
     assert said.getvalue().startswith("yes: certified")
+
+
+def test_the_result_goes_to_stdout_and_progress_to_stderr(tmp_path: Path) -> None:
+    """``onejob certify > out.txt`` captured nothing: everything went to stderr (issue 47, 6)."""
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "cli", "certify", "--sim", "--mode", "replay",
+            "--provider", "faithful", "--contract", "ticket-triage@1",
+            "--registry", str(tmp_path / "c.json"), "--report-dir", str(tmp_path / "out"),
+        ],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "certification(s) passed" in done.stdout and "faithful" in done.stdout
+    assert "certifying 1 provider(s)" in done.stderr
+    assert "certification(s) passed" not in done.stderr

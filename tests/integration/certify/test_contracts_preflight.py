@@ -73,8 +73,12 @@ async def test_an_unreachable_base_url_is_one_error(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     code, said = await run_certify(tmp_path, config_file(tmp_path, "openai", url, None))
     assert code == 2
-    assert f"error: p: cannot reach {url} (ConnectError" in said
-    assert "no case was run" in said
+    # Nothing answers: it says so, and (a loopback address) how to start the simulator,
+    # instead of blaming the provider configuration (issue 47, item 6).
+    assert f"error: p: nothing answers at {url} (" in said
+    assert "is the provider running?" in said and "make serve" in said
+    assert "no case was run: fix the above first" in said
+    assert "provider configuration" not in said
 
 
 @pytest.mark.parametrize(
