@@ -310,6 +310,16 @@ async def certify(
         print(f"error: {exc}", file=err)
         return EXIT_ERROR
     chosen = [providers[n] for n in names]
+    if mode is Mode.REPLAY:
+        recorded = _recorded_providers(Path(args.cassettes))
+        if unrecorded := [n for n in names if n not in recorded]:
+            print(
+                f"error: no cassettes for {', '.join(unrecorded)} in {args.cassettes}: record "
+                "them first (--mode record, against the live provider), or replay "
+                f"{', '.join(sorted(recorded)) or 'a recorded provider'}; no case was run",
+                file=err,
+            )
+            return EXIT_ERROR
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
     registry = CertificationRegistry(registry_path)
     try:  # read before this run's certificates are recorded

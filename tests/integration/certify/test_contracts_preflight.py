@@ -108,3 +108,19 @@ async def test_a_correct_provider_passes_preflight_without_a_model_call(
     async with httpx.AsyncClient() as client:
         assert await preflight(providers, CONTRACT, client) == []
     assert {c["status"] for c in sim.calls()} == {400}  # the empty probe body is refused
+
+
+async def test_replay_without_cassettes_is_one_line_before_any_case(tmp_path: Path) -> None:
+    """It ran every case to print ten 'no cassette for …' lines (issue 47, item 6)."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    out = io.StringIO()
+    args = parse(
+        "certify", "--config", str(config_file(tmp_path, "openai", url, None)),
+        "--contract", "ticket-triage@1", "--mode", "replay",
+        "--registry", str(tmp_path / "certs.json"), "--report-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert await certify(args, out) == 2
+    said = out.getvalue()
+    assert said.count("error: ") == 1, said
+    assert "error: no cassettes for p in " in said and "no case was run" in said
+    assert not (tmp_path / "certs.json").exists()
