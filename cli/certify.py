@@ -13,14 +13,14 @@ import argparse
 import asyncio
 import datetime as dt
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cli.arguments import Subcommands
+from cli.certify_output import progress_printer, recorded_providers, summary_table
 
 if TYPE_CHECKING:
-    from certify.results import CertificationRun, Progress
     from contracts.model import Contract
     from gateway.settings import Settings
     from providers.config import ProviderConfig
@@ -41,7 +41,6 @@ SIM_REPORT_DIR = "reports/out/sim"
 SIM_REGISTRY = "reports/out/sim/certifications.json"
 CASES_IN_FLIGHT = 8  # cases certified at once, by default
 VALIDITY_DAYS = 30.0  # days a certificate stays valid, by default
-REASON_CHARS = 160  # characters of a unit's first failure shown on its progress line
 
 
 def register(subcommands: Subcommands) -> None:
@@ -187,69 +186,6 @@ def _pick_contracts(catalog: Mapping[str, Contract], names: Sequence[str]) -> li
     return [catalog[n] for n in names]
 
 
-def _progress_printer(
-    out: TextIO, total_units: int, total_cases: int
-) -> Callable[[Progress], None]:
-    finished = 0
-    cases_done = 0
-    live = out.isatty()
-
-    def show(event: Progress) -> None:
-        nonlocal finished, cases_done
-        if event.unit is None:
-            cases_done += 1
-            if live:  # a live counter on a terminal; logs get one line per unit only
-                print(f"\r  {cases_done}/{total_cases} cases", end="", file=out, flush=True)
-            return
-        finished += 1
-        unit = event.unit
-        verdict = "PASS" if unit.passed else "FAIL"
-        fails = unit.failures()
-        why = (
-            f"  first failure: {fails[0]['case']} at {fails[0]['layer']}: {fails[0]['reason']}"
-            if fails
-            else ""
-        )
-        if len(why) > REASON_CHARS:
-            why = why[: REASON_CHARS - 3] + "..."
-        if note := unit.stability_note():
-            why += f"\n    note: {note}"
-        variants = f", {sum(v.passed for v in unit.variants)}/{len(unit.variants)} variants"
-        print(
-            f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
-            f"{unit.contract.name:<22} {verdict}  "
-            f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases"
-            f"{variants if unit.variants else ''}; {unit.usage_summary().brief()}{why}",
-            file=out,
-            flush=True,
-        )
-
-    return show
-
-
-def _recorded_providers(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
-
-
-def summary_table(run: CertificationRun) -> str:
-    """Return a plain-text provider x contract table of verdicts."""
-    providers = list(dict.fromkeys(u.provider.name for u in run.units))
-    contracts = sorted({u.contract.name for u in run.units})
-    cells = {(u.provider.name, u.contract.name): u for u in run.units}
-    width = max([len(p) for p in providers] + [8])
-    cols = [max(len(c), 6) for c in contracts]
-    lines = [
-        " " * width + "  " + "  ".join(c.ljust(w) for c, w in zip(contracts, cols, strict=True))
-    ]
-    for p in providers:
-        row = []
-        for c, w in zip(contracts, cols, strict=True):
-            u = cells.get((p, c))
-            row.append(("-" if u is None else "PASS" if u.passed else "FAIL").ljust(w))
-        lines.append(p.ljust(width) + "  " + "  ".join(row))
-    return "\n".join(lines)
-
-
 def cmd_certify(args: argparse.Namespace) -> int:
     """Run the suite, write the registry and the reports; return the exit code."""
     return asyncio.run(certify(args))
@@ -300,7 +236,7 @@ async def certify(
         providers, pairs, registry_path = _configured(args)
         if args.sim and mode is Mode.REPLAY and not args.provider:
             # Only providers with recorded cassettes can be replayed.
-            recorded = _recorded_providers(Path(args.cassettes))
+            recorded = recorded_providers(Path(args.cassettes))
             providers = {n: p for n, p in providers.items() if n in recorded}
         names = args.provider or list(providers)
         unknown = [n for n in names if n not in providers]
@@ -311,7 +247,7 @@ async def certify(
         return EXIT_ERROR
     chosen = [providers[n] for n in names]
     if mode is Mode.REPLAY:
-        recorded = _recorded_providers(Path(args.cassettes))
+        recorded = recorded_providers(Path(args.cassettes))
         if unrecorded := [n for n in names if n not in recorded]:
             print(
                 f"error: no cassettes for {', '.join(unrecorded)} in {args.cassettes}: record "
@@ -348,7 +284,7 @@ async def certify(
             concurrency=args.concurrency,
             cassette_root=Path(args.cassettes),
             recorded_from=sim_origin if args.sim else "live provider endpoints",
-            progress=_progress_printer(
+            progress=progress_printer(
                 err,
                 len(chosen) * len(contracts),
                 len(chosen)
