@@ -234,9 +234,9 @@ async def certify(
         catalog = load_catalog(Path(args.catalog) if args.catalog else None)
         contracts = _pick_contracts(catalog, args.contract)
         providers, pairs, registry_path = _configured(args)
+        # Replay can only replay what was recorded: the providers with cassettes.
+        recorded = recorded_providers(Path(args.cassettes)) if mode is Mode.REPLAY else set()
         if args.sim and mode is Mode.REPLAY and not args.provider:
-            # Only providers with recorded cassettes can be replayed.
-            recorded = recorded_providers(Path(args.cassettes))
             providers = {n: p for n, p in providers.items() if n in recorded}
         names = args.provider or list(providers)
         unknown = [n for n in names if n not in providers]
@@ -247,7 +247,6 @@ async def certify(
         return EXIT_ERROR
     chosen = [providers[n] for n in names]
     if mode is Mode.REPLAY:
-        recorded = recorded_providers(Path(args.cassettes))
         if unrecorded := [n for n in names if n not in recorded]:
             print(
                 f"error: no cassettes for {', '.join(unrecorded)} in {args.cassettes}: record "

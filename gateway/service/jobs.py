@@ -98,8 +98,9 @@ class Jobs(ServiceBase):
         own), and it is still read on every request: a revoked key is refused at once.
         """
         if self.admission.full:
-            return await self._create_when_full(secret, new)
-        result = await self._create(new, secret)
+            result = await self._create_when_full(secret, new)
+        else:
+            result = await self._create(new, secret)
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
@@ -120,14 +121,9 @@ class Jobs(ServiceBase):
                 "with the same Idempotency-Key.",
                 retry_after=self.settings.admission.retry_after,
             )
-        result = await self._create_as_owner(secret, new, None)
-        if result.outcome is CreateOutcome.REPLAYED:
-            self.metrics.job_replayed()
-        elif result.outcome is CreateOutcome.CONFLICT:
-            self.metrics.job_conflicted()
-        else:  # the key's job went away meanwhile (retention): created after all
-            self.metrics.job_created()
-        return result
+        # A replay or a conflict; created after all if the key's job went away meanwhile
+        # (retention). The caller counts it as any other creation.
+        return await self._create_as_owner(secret, new, None)
 
     def _deadline(self, contract: str, asked: float | None) -> float:
         """The job's deadline: the route's, or the client's when it asks for a shorter one."""
