@@ -129,6 +129,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "log_config": None,  # gateway.logging writes JSON lines
         "access_log": False,  # our middleware writes one access line per request
         "lifespan": "on",
+        "timeout_keep_alive": settings.keep_alive_s,
         # httptools (llhttp) refuses CL+TE; EdgeProtocol adds header deadline and limits.
         "http": edge_protocol(settings.shortcuts.write_batching),
     }

@@ -265,6 +265,11 @@ class Settings(BaseModel):
     instance_id: str = Field(default_factory=lambda: f"gw-{os.getpid()}")
     certifications_path: str = "reports/certifications.json"
     max_body_bytes: int = 1024 * 1024
+    #: Seconds an idle client connection is kept open. Longer than any client keeps an
+    #: idle one (httpx 5 s, Node's fetch 4 s; a load balancer 60 s): a server that closes at
+    #: the moment the client reuses the socket makes that request fail (uvicorn's 5 s
+    #: default raced httpx's 5 s).
+    keep_alive_s: int = Field(default=65, ge=1, le=3600)
     #: Server processes on one socket (``onejob serve --workers``), each with a dispatcher.
     #: Unset or 0 sizes it (``default_workers``): one per CPU this process may run on
     #: with a PostgreSQL elsewhere, one per two with a PostgreSQL on this host, one on

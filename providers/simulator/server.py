@@ -70,6 +70,9 @@ class _Server(uvicorn.Server):
         yield
 
 
+IDLE_CONNECTION_S = 75  # seconds an idle client connection stays open
+
+
 @dataclasses.dataclass(slots=True)
 class RunningSimulator:
     """A simulator serving on a loopback socket."""
@@ -106,6 +109,10 @@ def _config(app: SimulatorApp, host: str, port: int, log_level: str) -> uvicorn.
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE) or 1,
+        # Keep idle connections longer than a client keeps them (httpx: 5 s; the gateway's
+        # pool: 30 s), as providers do: uvicorn's 5 s default closed a socket at the moment
+        # an httpx client reused it, and that call failed with ReadError.
+        timeout_keep_alive=IDLE_CONNECTION_S,
     )
 
 

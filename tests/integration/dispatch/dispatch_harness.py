@@ -167,7 +167,13 @@ async def run_gateway(
     # background None: the app wires its own LISTEN relay and dispatcher, as `onejob serve`.
     app = create_app(settings, metrics=metrics, background=background)
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=settings.keep_alive_s,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

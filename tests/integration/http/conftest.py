@@ -100,6 +100,7 @@ async def _served(app: Litestar, protocol: type[EdgeProtocol] = EdgeProtocol) ->
         access_log=False,
         lifespan="on",
         http=protocol,
+        timeout_keep_alive=Settings().keep_alive_s,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
