@@ -13,11 +13,13 @@ from typing import Any
 
 from certify.cassettes import CassetteMismatch
 from certify.checks import Check, Layer, check_model, check_schema, check_semantics, excerpt
+from certify.estimated import call_usage
 from certify.usage import CallUsage
 from contracts.model import Case, Contract
 from providers.base import BadOutput, ProviderError, ProviderRequest
 from providers.config import ProviderConfig
 from providers.model_identity import model_matches
+from providers.tokenizers import Tokenizer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,8 +43,10 @@ async def one_call(
     contract: Contract,
     case: Case,
     request: ProviderRequest,
+    tokenizer: Tokenizer | None = None,
 ) -> tuple[dict[Layer, Check], Any, str | None, CallFacts]:
-    """Make one call and check its layers: transport, schema, model, semantics."""
+    """Make one call and check its layers: transport, schema, model, semantics; count the
+    tokens with ``tokenizer`` when the provider reported none (``certify.estimated``)."""
     layers: dict[Layer, Check] = {}
     try:
         result = await adapter.call(request)
@@ -69,7 +73,7 @@ async def one_call(
         )
         fill_not_reached(layers, Layer.TRANSPORT)
         return layers, None, None, CallFacts(exc.request_id)
-    usage = CallUsage(result.latency, result.usage.input_tokens, result.usage.output_tokens)
+    usage = call_usage(result, request, tokenizer, provider.model)
     facts = CallFacts(result.request_id, result.model, result.omitted_parameters, usage)
     output = result.output
     identity = model_matches(

@@ -337,6 +337,11 @@ def _certificate(unit: UnitResult, validity: dt.timedelta) -> dict[str, Any]:
             "passed": budget.passed,
             "reason": budget.reason,
             **({"latency": budget.detail["latency"]} if "latency" in budget.detail else {}),
+            **(
+                {"tokens_estimated": budget.detail["tokens_estimated"]}
+                if "tokens_estimated" in budget.detail
+                else {}
+            ),
         },
     }
 

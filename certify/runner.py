@@ -290,7 +290,9 @@ class Runner:
             keyed = dataclasses.replace(
                 request, idempotency_key=self.downstream_key(contract, case, r)
             )
-            layers, output, error, call = await one_call(adapter, provider, contract, case, keyed)
+            layers, output, error, call = await one_call(
+                adapter, provider, contract, case, keyed, self._tokenizer(provider)
+            )
             per_repeat.append(layers)
             outputs.append(output)
             facts.append(call)

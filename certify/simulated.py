@@ -3,8 +3,9 @@
 Each is one profile of the bundled simulator behind its own base URL
 (``/p/<name>``), so a run certifies the faithful ones and catches the misbehaving ones
 (drifting, sloppy, another language or model, replayed answers, answers learnt from the
-catalog) without a real API. They are priced at ``SIM_PRICE_PER_MTOK`` so reports show a
-cost; in replay mode ``simulator_client`` answers the variants, which cassettes do not hold.
+catalog) without a real API; ``no-usage`` is faithful but reports no token usage. They
+are priced at ``SIM_PRICE_PER_MTOK`` so reports show a cost; in replay mode
+``simulator_client`` answers the variants, which cassettes do not hold.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ SIM_PROVIDERS: dict[str, tuple[str, str, str]] = {
     "replaying-claude": ("anthropic", "sim-claude", "replaying"),
     "catalog-only": ("openai", "sim-gpt", "catalog-only"),
     "catalog-only-claude": ("anthropic", "sim-claude", "catalog-only"),
+    # A local OpenAI-compatible server whose answers carry no usage: its tokens are counted
+    # offline and marked estimated (``certify.estimated``).
+    "no-usage": ("openai-compatible", "sim-llama", "no-usage"),
 }
 SIM_PRIMARY = "faithful"
 REPLAY_BASE_URL = "http://replay.invalid"

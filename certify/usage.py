@@ -6,13 +6,17 @@ calls of the fixed cases and the variants; tokens and cost are means per case (o
 Cost needs a price per provider (``--price NAME=INPUT,OUTPUT``, US dollars per million
 tokens): the provider configuration has none, and a guessed price table would go stale.
 Replay mode answers from cassettes at once, so its latency is never judged.
+
+A provider that reports no usage (several OpenAI-compatible servers omit the object) has
+its tokens counted offline (``certify.estimated``): those figures are marked estimated,
+with the tokenizer and its margin, in the summary, the certificate and the budget's verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from certify.checks import Check, Layer
@@ -55,11 +59,14 @@ class Price:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CallUsage:
-    """One call: how long it took and the tokens the provider reported (None: unknown)."""
+    """One call: how long it took and its tokens (None: unknown), as the provider reported
+    them or, when it reported none, as ``counted_by`` counted them."""
 
     latency: float | None = None  # seconds; None when the call failed
     input_tokens: int | None = None
     output_tokens: int | None = None
+    counted_by: str | None = None  #: the tokenizer that counted them (None: reported)
+    margin: str | None = None  #: how far that tokenizer may be from the model's own count
 
 
 def usd(amount: float) -> str:
@@ -88,6 +95,14 @@ class UsageSummary:
     cost_per_case_usd: float | None  #: None without a price or usage
     cost_usd: float | None
     price: Price | None
+    #: Of the calls with tokens, how many were counted here, with which tokenizer and margin
+    #: (None: every figure was reported by the provider).
+    estimated: dict[str, Any] | None = None
+
+    @property
+    def mark(self) -> str:
+        """Return `` (estimated)`` when any token figure was counted here, else nothing."""
+        return " (estimated)" if self.estimated else ""
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as JSON for certificates and reports."""
@@ -106,23 +121,36 @@ class UsageSummary:
                 if self.price is None
                 else {"input": self.price.input_per_mtok, "output": self.price.output_per_mtok}
             ),
+            "tokens_estimated": self.estimated,
         }
 
     def brief(self) -> str:
         """Return one short phrase: ``p95 41 ms, 62 output tokens/case, $0.0001/case``."""
         p95 = self.latency_ms.get("p95") if self.latency_ms else None
-        figures = brief_figures(p95, self.output_tokens_per_case, self.cost_per_case_usd)
+        figures = brief_figures(
+            p95, self.output_tokens_per_case, self.cost_per_case_usd, estimated=self.estimated
+        )
         return figures or "no answered call"
 
 
-def brief_figures(p95_ms: float | None, tokens: float | None, cost_usd: float | None) -> str:
+def brief_figures(
+    p95_ms: float | None,
+    tokens: float | None,
+    cost_usd: float | None,
+    *,
+    estimated: Mapping[str, Any] | None = None,
+) -> str:
     """Say the figures that are known: ``p95 41 ms, 62 output tokens/case, $0.0001/case``
-    (empty when none is)."""
+    (empty when none is); token figures counted here read ``~62 output tokens/case
+    (estimated with TOKENIZER)``."""
+    mark = "~" if estimated else ""
     parts = [
         f"p95 {p95_ms:,.0f} ms" if p95_ms is not None else "",
-        f"{tokens:,.0f} output tokens/case" if tokens is not None else "",
-        f"{usd(cost_usd)}/case" if cost_usd is not None else "",
+        f"{mark}{tokens:,.0f} output tokens/case" if tokens is not None else "",
+        f"{mark}{usd(cost_usd)}/case" if cost_usd is not None else "",
     ]
+    if estimated and (tokens is not None or cost_usd is not None):
+        parts.append(f"tokens estimated with {estimated.get('tokenizer')}")
     return ", ".join(p for p in parts if p)
 
 
@@ -143,7 +171,19 @@ def summarize(calls: Sequence[CallUsage], price: Price | None) -> UsageSummary:
         if price is not None and used
         else None
     )
+    counted = [c for c in used if c.counted_by is not None]
+    estimated = (
+        {
+            "calls": len(counted),
+            "of": len(used),
+            "tokenizer": counted[0].counted_by,
+            "margin": counted[0].margin,
+        }
+        if counted
+        else None
+    )
     return UsageSummary(
+        estimated=estimated,
         calls=len(calls),
         answered=len(latencies),
         latency_ms=latency_ms,
@@ -177,11 +217,14 @@ def check_budget(
             )
     if budget.output_tokens_per_case is not None:
         if usage.output_tokens_per_case is None:
-            over.append("output tokens per case cannot be judged: the provider reported no usage")
+            over.append(
+                "output tokens per case cannot be judged: the provider reported no usage and "
+                "no tokenizer counted it"
+            )
         elif usage.output_tokens_per_case > budget.output_tokens_per_case:
             over.append(
-                f"{usage.output_tokens_per_case:,.0f} output tokens per case is over the budget "
-                f"of {budget.output_tokens_per_case:,.0f}"
+                f"{usage.output_tokens_per_case:,.0f} output tokens per case{usage.mark} is over "
+                f"the budget of {budget.output_tokens_per_case:,.0f}"
             )
     if budget.cost_per_case_usd is not None:
         if usage.cost_per_case_usd is None:
@@ -192,9 +235,21 @@ def check_budget(
             )
         elif usage.cost_per_case_usd > budget.cost_per_case_usd:
             over.append(
-                f"{usd(usage.cost_per_case_usd)} per case is over the budget of "
+                f"{usd(usage.cost_per_case_usd)} per case{usage.mark} is over the budget of "
                 f"{usd(budget.cost_per_case_usd)}"
             )
+    if usage.estimated:
+        detail["tokens_estimated"] = estimated_note(usage.estimated)
     if over:
+        if usage.estimated:
+            over.append(detail["tokens_estimated"])
         return Check(Layer.BUDGET, False, "; ".join(over), detail=detail)
     return Check(Layer.BUDGET, True, detail=detail)
+
+
+def estimated_note(estimated: Mapping[str, Any]) -> str:
+    """Say which token figures were counted here, with what, and how far off they may be."""
+    return (
+        f"tokens of {estimated['calls']} of {estimated['of']} call(s) estimated with "
+        f"{estimated['tokenizer']} (the provider reported no usage; margin: {estimated['margin']})"
+    )

@@ -430,6 +430,11 @@ def _usage_line(contract: Contract, registry: Any, primary: str, fallback: str) 
             figures.get("latency_p95_ms"),
             figures.get("output_tokens_per_case"),
             figures.get("cost_per_case_usd"),
+            estimated=(
+                {"tokenizer": figures["tokens_estimated"]}
+                if figures.get("tokens_estimated")
+                else None
+            ),
         )
 
     def figures_of(provider: str) -> dict[str, Any] | None:

@@ -79,19 +79,22 @@ class Budget:
 def usage_figures(usage: Any) -> dict[str, Any] | None:
     """Return what an operator decides a failover from, of a certificate's ``usage``
     (``certify.usage.UsageSummary.as_dict``): calls, p50 and p95 latency in milliseconds,
-    output tokens and cost per case (each None when unknown). None when there is no usage
-    (a certificate written before issue 38's budgets)."""
+    output tokens and cost per case (each None when unknown), and ``tokens_estimated``: the
+    tokenizer that counted the tokens when the provider reported none (else None). None
+    when there is no usage (a certificate written before issue 38's budgets)."""
     if not isinstance(usage, Mapping):
         return None
     latency = usage.get("latency_ms")
     latency = latency if isinstance(latency, Mapping) else {}
     calls = usage.get("calls")
+    estimated = usage.get("tokens_estimated")
     return {
         "calls": calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
         "latency_p50_ms": _number(latency.get("p50")),
         "latency_p95_ms": _number(latency.get("p95")),
         "output_tokens_per_case": _number(usage.get("output_tokens_per_case")),
         "cost_per_case_usd": _number(usage.get("cost_per_case_usd")),
+        "tokens_estimated": estimated.get("tokenizer") if isinstance(estimated, Mapping) else None,
     }
 
 

@@ -55,6 +55,9 @@ class Reply:
     text: str  #: the text as the model would write it
     value: Any = None  #: the JSON value, when the text is exactly one (Anthropic tool input)
     structured: bool = False  #: ``value`` is meaningful
+    #: The answer's envelope says its token usage (OpenAI wire: the ``usage`` object);
+    #: False for servers that omit it (the ``no-usage`` profile).
+    usage: bool = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -204,12 +204,16 @@ def _usage_row(u: UnitResult) -> dict[str, Any]:
         "latency": " / ".join(f"{lat[k]:,.0f}" for k in ("p50", "p95", "p99", "max"))
         if lat
         else "-",
-        "tokens": f"{usage.output_tokens_per_case:,.0f} ({usage.output_tokens_max})"
+        "tokens": f"{usage.output_tokens_per_case:,.0f} ({usage.output_tokens_max}){usage.mark}"
         if usage.output_tokens_per_case is not None
         else "-",
         "cost": usd(usage.cost_per_case_usd) if usage.cost_per_case_usd is not None else "-",
         "budget_ok": budget.passed,
-        "budget": budget.reason or budget.detail.get("latency", "within") or "within",
+        "budget": budget.reason
+        or "; ".join(
+            n for n in (budget.detail.get("latency"), budget.detail.get("tokens_estimated")) if n
+        )
+        or "within",
     }
 
 

@@ -183,6 +183,9 @@ class CertificateUsage(Strict):
     output_tokens_per_case: float | None
     #: Null when no price was given for the provider (``onejob certify --price``).
     cost_per_case_usd: float | None
+    #: The tokenizer that counted the tokens when the provider reported no usage (the
+    #: token and cost figures are then estimates); null when the provider reported them.
+    tokens_estimated: str | None
     #: The limits of the contract's current budget these figures exceed, by their
     #: ``[budget]`` names (``latency_p95_ms``, ``output_tokens_per_case``,
     #: ``cost_per_case_usd``).

@@ -119,6 +119,8 @@ class OpenAIWire:
                 "usage": usage,
                 "system_fingerprint": "fp_onejob_sim",
             }
+            if not reply.usage:  # several OpenAI-compatible servers send no usage object
+                del payload["usage"]
             return json_response(200, payload, extra)
         chunk_head = {
             **head,
@@ -136,7 +138,7 @@ class OpenAIWire:
         events = [chunk({"role": "assistant", "content": "", "refusal": None}, None)]
         events += [chunk({"content": piece}, None) for piece in pieces(answer.text)]
         events.append(chunk({}, finish))
-        if req.include_usage:
+        if req.include_usage and reply.usage:
             events.append(_event({**chunk_head, "choices": [], "usage": usage}))
         events.append(b"data: [DONE]\n\n")
         return sse_response(events, extra)

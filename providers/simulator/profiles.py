@@ -36,6 +36,9 @@ class Profile(enum.StrEnum):
     #: a model tuned on the published catalog: right on the catalog's own inputs, and on any
     #: other input wrong on a must-agree field (the contract's ``simulate_memorised``)
     CATALOG_ONLY = "catalog-only"
+    #: the faithful answer in an envelope without token usage (OpenAI wire: no ``usage``
+    #: object), as several OpenAI-compatible servers and proxies answer
+    NO_USAGE = "no-usage"
 
 
 #: What ``other-model`` appends to the requested model name in its answers.
@@ -121,7 +124,8 @@ def answer(contract_name: str, contract: SimContract, input: Any, profile: Profi
             f"```json\n{_dumps(value)}\n```\n\nLet me know if you need anything else."
         )
         return Reply(text=prose)
-    return Reply(text=_dumps(value), value=value, structured=True)
+    usage = profile is not Profile.NO_USAGE
+    return Reply(text=_dumps(value), value=value, structured=True, usage=usage)
 
 
 def malformed(contract: SimContract, input: Any) -> Reply:

@@ -60,14 +60,15 @@ def variant_failures(unit: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_some_failing_certifications_exit_with_code_one(certified: dict[str, Any]) -> None:
     assert certified["code"] == 1
-    assert "[39/39]" in certified["log"]
-    # faithful and faithful-claude on 3 contracts; wrong-language(-claude) on the invoice
-    # contract only, which has no free text whose language is checked.
-    assert "8/39 certification(s) passed" in certified["log"], certified["log"][-3000:]
+    assert "[42/42]" in certified["log"]
+    # faithful, faithful-claude and no-usage (its tokens estimated) on 3 contracts;
+    # wrong-language(-claude) on the invoice contract only, which has no free text whose
+    # language is checked.
+    assert "11/42 certification(s) passed" in certified["log"], certified["log"][-3000:]
     assert "variants: 24 drawn over 3 contract(s) with seed cert-" in certified["log"]
 
 
-@pytest.mark.parametrize("provider", ["faithful", "faithful-claude"])
+@pytest.mark.parametrize("provider", ["faithful", "faithful-claude", "no-usage"])
 def test_faithful_providers_certify_on_every_contract(
     certified: dict[str, Any], provider: str
 ) -> None:
@@ -211,14 +212,14 @@ def test_reports_show_the_matrix_and_every_failure(certified: dict[str, Any]) ->
     html = (out / "contracts.html").read_text()
     assert "Provider &times; contract" in html and "Variants drawn" in html
     matrix = html[: html.index("<h2>Latency, tokens and cost</h2>")]
-    assert matrix.count('class="pass"') == 8 and matrix.count('class="fail"') == 31
+    assert matrix.count('class="pass"') == 11 and matrix.count('class="fail"') == 31
     assert "unexpected top-level key &#39;result&#39;" in html
     report = json.loads((out / "contracts.json").read_text())
-    assert report["calls"]["variants"] == 13 * 24 * 2
+    assert report["calls"]["variants"] == 14 * 24 * 2
     suite = ET.parse(out / "contracts.junit.xml").getroot().find("testsuite")
     assert suite is not None
     cases = sum(len(c.cases) for c in load_catalog().values())
-    assert suite.get("tests") == str(13 * (cases + 24 + 3))  # cases, variants, budgets
+    assert suite.get("tests") == str(14 * (cases + 24 + 3))  # cases, variants, budgets
     failing = sum(not c["passed"] for u in report["units"] for c in u["cases"] + u["variant_cases"])
     assert suite.get("failures") == str(failing)
     non_english = 4 + 3  # ticket-triage and reply-draft cases not written in English

@@ -161,6 +161,7 @@ async def test_the_matrix_shows_each_certificates_latency_tokens_and_cost_agains
         "latency_p95_ms": 400.0,
         "output_tokens_per_case": 62.0,
         "cost_per_case_usd": 0.0001,
+        "tokens_estimated": None,
         "over_budget": [],
     }
     assert row["primary_certificate"]["budget_verdict"] == {"passed": True, "reason": ""}

@@ -24,6 +24,7 @@ def test_the_figures_are_trimmed_from_the_certificates_usage() -> None:
         "latency_p95_ms": 1200.0,
         "output_tokens_per_case": 62.5,
         "cost_per_case_usd": 0.0004,
+        "tokens_estimated": None,
     }
 
 
@@ -37,7 +38,16 @@ def test_no_usage_or_unknown_figures_are_none_never_an_error() -> None:
         "latency_p95_ms": None,
         "output_tokens_per_case": None,
         "cost_per_case_usd": None,
+        "tokens_estimated": None,
     }
+
+
+def test_tokens_counted_offline_name_their_tokenizer() -> None:
+    usage = {"calls": 3, "output_tokens_per_case": 40.0, "tokens_estimated": {
+        "calls": 3, "of": 3, "tokenizer": "estimate:3-bytes-per-token", "margin": "…"}}  # fmt: skip
+    figures = usage_figures(usage)
+    assert figures is not None
+    assert figures["tokens_estimated"] == "estimate:3-bytes-per-token"
 
 
 def test_over_names_only_the_declared_limits_a_known_figure_exceeds() -> None:
