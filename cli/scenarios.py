@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -50,7 +52,9 @@ def register(subcommands: Subcommands) -> None:
         "--report-dir",
         type=Path,
         default=DEFAULT_REPORT_DIR,
-        help=f"where the reports and process logs go (default: {DEFAULT_REPORT_DIR})",
+        help="each run's reports and process logs go to a folder of its own, "
+        f"REPORT_DIR/runs/<run id>/, with REPORT_DIR/latest and REPORT_DIR/index.html "
+        f"(default: {DEFAULT_REPORT_DIR})",
     )
     run.add_argument(
         "--jobs",
@@ -109,25 +113,41 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 async def run_and_report(names: list[str], options: RunOptions, out: TextIO) -> int:
-    """Run scenarios, write every report format, and return the exit code."""
+    """Run scenarios in a new run folder under ``options.report_dir``, write every report
+    format there, point ``latest`` at it and rewrite the index; return the exit code."""
     from reports.scenario_reports import write_reports
+    from reports.scenario_runs import new_run_dir, publish
     from scenarios.runner import run_scenarios
 
     def progress(index: int, total: int, result: ScenarioResult) -> None:
         print(progress_line(index, total, result), file=out, flush=True)
 
     _cancel_on_signals()
+    run_dir = new_run_dir(options.report_dir)
     try:
-        report = await run_scenarios(names, options, progress)
+        report = await run_scenarios(
+            names, dataclasses.replace(options, report_dir=run_dir), progress
+        )
     except KeyError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
         print(f"error: {exc.args[0]}", file=out)
         return EXIT_BAD_NAME
     except asyncio.CancelledError:
         # Each scenario's `finally` has stopped its processes and dropped its database.
-        print("interrupted: every scenario process was stopped; no reports written", file=out)
+        print(
+            f"interrupted: every scenario process was stopped; no reports written "
+            f"(process logs in {run_dir})",
+            file=out,
+        )
         return EXIT_INTERRUPTED
-    paths = write_reports(report, options.report_dir)
+    paths = write_reports(report, run_dir)
+    published = publish(options.report_dir, run_dir)
     print(file=out)
     print(summary_table(report), file=out)
-    print("reports: " + ", ".join(str(p) for p in paths.values()), file=out, flush=True)
+    print("reports: " + ", ".join(str(p) for p in paths.values()), file=out)
+    print(
+        f"every run: {published['index_html']} ({published['latest']} is this one)",
+        file=out,
+        flush=True,
+    )
     return 0 if report.passed else 1

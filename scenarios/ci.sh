@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI step: run every scenario on SQLite and on PostgreSQL, write the reports under
-# reports/out/scenarios-{sqlite,postgresql}/, print each summary; exit 1 if any scenario failed.
+# reports/out/scenarios-{sqlite,postgresql}/ (each run under runs/<run id>/, the newest at
+# latest/), print each summary; exit 1 if any scenario failed.
 # Expects .venv (see .ci/run) and PostgreSQL at $ONEJOB_TEST_DATABASE_URL.
 set -uo pipefail
 cd "$(dirname "$0")/.."

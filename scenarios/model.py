@@ -10,7 +10,7 @@ import enum
 from pathlib import Path
 from typing import Any
 
-DEFAULT_REPORT_DIR = Path("reports/out")
+DEFAULT_REPORT_DIR = Path("reports/out/scenarios")
 DEFAULT_JOBS = 2  # scenarios at once: most of a scenario is waiting, not computing
 
 

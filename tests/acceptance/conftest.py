@@ -51,7 +51,7 @@ def run_cli_entry(names: list[str], options: RunOptions) -> tuple[int, str, dict
     """Run ``onejob scenarios run`` in-process; return exit code, output and scenarios.json."""
     out = io.StringIO()
     code = asyncio.run(run_and_report(names, options, out))
-    report = json.loads((options.report_dir / "scenarios.json").read_bytes())
+    report = json.loads((options.report_dir / "latest" / "scenarios.json").read_bytes())
     return code, out.getvalue(), report
 
 

@@ -30,7 +30,7 @@ sys.exit(asyncio.run(run_and_report(["worker-crash"], options, sys.stdout)))
 def scenario_markers(tmp_path: Path) -> list[str]:
     """Return strings that identify this run's processes: its directory and their ports."""
     markers = [str(tmp_path)]
-    for log in tmp_path.glob("logs/*/*.log"):
+    for log in tmp_path.glob("runs/*/logs/*/*.log"):
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("--- start ") and "--port " in line:
                 markers.append("--port " + line.split("--port ", 1)[1].split()[0] + " ")
@@ -57,11 +57,14 @@ def test_sigterm_stops_the_run_and_every_child_process(tmp_path: Path) -> None:
     runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
     )
-    gateway_log = tmp_path / "logs" / "worker-crash" / "gateway.log"
     deadline = time.monotonic() + START_TIMEOUT
-    while not gateway_log.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if list(tmp_path.glob("runs/*/logs/worker-crash/gateway.log")):
+            break
         time.sleep(0.1)
-    assert gateway_log.exists(), "the scenario never started its gateway"
+    assert list(tmp_path.glob("runs/*/logs/worker-crash/gateway.log")), (
+        "the scenario never started its gateway"
+    )
     time.sleep(0.5)
     markers = scenario_markers(tmp_path)
     assert len(markers) >= 3, markers  # the directory, the simulator's and gateway's ports
@@ -70,6 +73,7 @@ def test_sigterm_stops_the_run_and_every_child_process(tmp_path: Path) -> None:
     out, _ = runner.communicate(timeout=STOP_TIMEOUT)
     assert runner.returncode == 130, out
     assert "interrupted" in out
+    assert not (tmp_path / "latest").exists(), "an interrupted run became the latest"
     deadline = time.monotonic() + 5
     while pids_of(markers) and time.monotonic() < deadline:
         time.sleep(0.1)
