@@ -4,8 +4,9 @@ The store is opened here and nowhere else (``open_store_for``), with the setting
 database deadlines, speed shortcuts and process count; so are the contract catalog, the
 certification registry, the job service and the background services. ``running`` is the
 one composition path: ``gateway.app.create_app``'s lifespan (``onejob serve``) and
-``onejob worker`` run inside it; ``onejob reconcile`` takes ``reconciler_pass`` and the
-store commands (``onejob keys``, ``onejob jobs``) take ``migrated_store``. Nothing here
+``onejob worker`` run inside it; ``onejob reconcile`` takes ``reconciler_pass``, the
+store commands (``onejob keys``, ``onejob jobs``) take ``migrated_store`` and ``onejob
+certify --production`` takes ``production_samples``. Nothing here
 runs at import time.
 """
 
@@ -17,6 +18,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import sniffio
 
@@ -99,6 +101,19 @@ async def migrated_store(settings: Settings) -> AsyncIterator[SqlJobStore]:
         yield store
     finally:
         await store.close()
+
+
+async def production_samples(
+    settings: Settings, contract: str, primary: str, limit: int
+) -> list[dict[str, Any]]:
+    """Return the newest ``limit`` succeeded jobs of ``contract`` that ``primary`` answered,
+    as plain data (``job_id``, ``input``, ``result``) for ``onejob certify --production``."""
+    store = await open_store_for(settings)
+    try:
+        rows = await store.production_samples(contract, primary, limit=limit)
+    finally:
+        await store.close()
+    return [{"job_id": r.job_id, "input": r.input, "result": r.result} for r in rows]
 
 
 def warn_of_missing_api_keys(settings: Settings, env: Mapping[str, str] | None = None) -> int:

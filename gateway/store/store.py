@@ -13,6 +13,7 @@ thing it does.
 | ``cancel``, ``resolve`` | the other decisions |
 | ``reconcile``, ``prune``, ``keys`` | the reconciler's findings, retention, API keys |
 | ``shadow`` | shadow checks: jobs to sample, each check's row, tallies (issue 38) |
+| ``production`` | the newest jobs a primary answered, for ``certify --production`` (issue 48) |
 | ``waits`` | an attempt waiting for capacity; jobs past their deadline; the queue's depth |
 | ``capacity`` | what processes share of a provider's capacity (issue 43) |
 
@@ -46,6 +47,7 @@ from gateway.store.finalize import Decisions, Finalizing
 from gateway.store.health import DatabaseHealth
 from gateway.store.keys import ApiKeys
 from gateway.store.leases import Leases
+from gateway.store.production import ProductionSamples
 from gateway.store.prune import Retention
 from gateway.store.read import Reading
 from gateway.store.reconcile import ReconcilerFindings
@@ -69,6 +71,7 @@ class SqlJobStore(
     ReconcilerFindings,
     Retention,
     ShadowChecks,
+    ProductionSamples,
     Waits,
     CapacitySharing,
     ApiKeys,
