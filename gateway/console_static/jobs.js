@@ -1,5 +1,5 @@
-// Recent jobs: the caller's jobs (an admin: any owner's), newest first, with a status
-// filter and cursor paging; and finding one job by its id or by owner + Idempotency-Key.
+// Recent jobs: the caller's jobs (an admin: every owner's, or one owner's), newest first,
+// with a status filter and cursor paging; and finding one job by its id or by owner + Idempotency-Key.
 
 import { api, describe } from "./api.js";
 import { waitingLine } from "./capacity.js";
@@ -24,18 +24,20 @@ export async function renderJobs(view, ctx) {
   const newer = h("button", { type: "button", id: "newer-page", "data-focus-key": "newer" }, "← Newer");
   const older = h("button", { type: "button", id: "older-page", "data-focus-key": "older" }, "Older →");
   const pageNo = h("span", { class: "muted", "aria-live": "polite" });
-  // Only an admin may list another owner's jobs: others are not offered the field.
-  const owner = ctx.isAdmin ? h("input", { type: "text", id: "owner-filter", value: paging.owner, placeholder: ctx.who.owner, spellcheck: "false" }) : null;
+  // Only an admin may list another owner's jobs: others are not offered the field. An
+  // admin sees every owner's jobs until they name one.
+  const owner = ctx.isAdmin ? h("input", { type: "text", id: "owner-filter", value: paging.owner, placeholder: "every owner", spellcheck: "false" }) : null;
+  const heading = h("h2", {});
   fill(
     view,
     h("h1", {}, "Recent jobs"),
     findJob(ctx),
-    h("h2", {}, ctx.isAdmin ? "Jobs by owner" : "Your jobs"),
+    heading,
     h(
       "div",
       { class: "toolbar" },
       owner
-        ? h("div", { class: "field" }, h("label", { for: "owner-filter" }, "Owner (empty: yours)"), owner)
+        ? h("div", { class: "field" }, h("label", { for: "owner-filter" }, "Owner (empty: every owner)"), owner)
         : null,
       h("div", { class: "field" }, h("label", { for: "status-filter" }, "Status"), status),
       h("button", { type: "button", onclick: () => load() }, "Refresh"),
@@ -49,12 +51,14 @@ export async function renderJobs(view, ctx) {
   async function load() {
     const cursor = paging.cursors[paging.cursors.length - 1];
     const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    const everyOwner = ctx.isAdmin && !paging.owner;
     if (ctx.isAdmin && paging.owner) query.set("owner", paging.owner);
     if (paging.status) query.set("status", paging.status);
     if (cursor) query.set("cursor", cursor);
+    heading.textContent = everyOwner ? "Every owner's jobs" : ctx.isAdmin ? `${paging.owner}'s jobs` : "Your jobs";
     let page;
     try {
-      page = await api(`/v1/jobs?${query}`);
+      page = await api(`${everyOwner ? "/v1/admin/jobs" : "/v1/jobs"}?${query}`);
       message.textContent = "";
     } catch (error) {
       message.textContent = describe(error);

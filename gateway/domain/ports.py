@@ -202,9 +202,10 @@ class JobStore(ApiKeys, Protocol):
         ...
 
     async def list_jobs(
-        self, owner_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+        self, owner_id: str | None, *, status: JobStatus | None, limit: int, cursor: str | None
     ) -> tuple[list[JobRecord], str | None]:
-        """List an owner's jobs newest first, with the cursor of the next page."""
+        """List an owner's jobs (None: every owner's) newest first, with the cursor of the
+        next page."""
         ...
 
     async def get_job_by_key(self, owner_id: str, idempotency_key: str) -> JobRecord | None:

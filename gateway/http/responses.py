@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, InternalServerException
+from litestar.exceptions import HTTPException, InternalServerException, ValidationException
 
 from gateway.domain.records import (
     AddAttemptOutcome,
@@ -90,6 +90,11 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         detail = str(exc.detail or "")
         # Litestar's own headers stay (a 405's ``Allow``, RFC 9110 §15.5.6).
         headers = {**(exc.headers or {})}
+        invalid = invalid_params(request, exc)
+        if invalid:
+            # Name the fields: Litestar's own detail only repeats the request line.
+            detail = "; ".join(f"{p['name']}: {p['reason']}" for p in invalid) + "."
+            return problem(400, BadRequest.type, BadRequest.title, detail, invalid_params=invalid)
         if cls is not None:
             response = error_response(cls(detail or None))
             response.headers.update(headers)
@@ -119,6 +124,23 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         return unavailable_response(maybe_written=outcome_unknown(exc))
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, INTERNAL, "Internal error", "The gateway hit an unexpected error.")
+
+
+def invalid_params(request: Request[Any, Any, Any], exc: Exception) -> list[dict[str, str]]:
+    """Return the parameters a Litestar validation refused: ``name``, ``in`` and ``reason``."""
+    if not isinstance(exc, ValidationException) or not isinstance(exc.extra, list):
+        return []
+    found = []
+    for item in exc.extra:
+        if not isinstance(item, dict) or not item.get("key"):
+            continue
+        name, where = str(item["key"]), str(getattr(item.get("source"), "value", "query"))
+        if where == "query" and request.query_params.get(name) == "":
+            reason = f"empty: leave {name} out rather than send it empty"
+        else:
+            reason = str(item.get("message") or "not valid")
+        found.append({"name": name, "in": where, "reason": reason})
+    return found
 
 
 def _client_gone(request: Request[Any, Any, Any], exc: Exception) -> bool:

@@ -281,6 +281,21 @@ async def admin_attempts(
     return Response(content={"attempts": views})
 
 
+@get("/jobs", responses={200: answer(JobPage, "A page of jobs"), **problems(400, 403)})
+async def admin_jobs(
+    request: Request[Any, Any, Any],
+    principal: Caller,
+    status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
+    limit: Annotated[str | None, QueryParameter(pattern=JOBS_LIMIT_PATTERN)] = None,
+    cursor: Annotated[str | None, QueryParameter(pattern=CURSOR_PATTERN)] = None,
+) -> Response[Any]:
+    """List every owner's jobs, newest first, a page at a time (admin)."""
+    jobs, next_cursor = await service_of(request).list_all_jobs(
+        principal, status=status, limit=int(limit or 20), cursor=cursor
+    )
+    return Response(content={"jobs": [job_view(j) for j in jobs], "next_cursor": next_cursor})
+
+
 @get(
     "/jobs/{job_id:str}",
     responses={200: answer(JobView, "The job"), **problems(400, 403, 404)},
@@ -438,6 +453,6 @@ def admin_router() -> Router:
     """Build the ``/v1/admin`` routes: the admin scope is checked before the request is read."""
     return Router(
         path="/admin",
-        route_handlers=[admin_attempts, admin_job_events, admin_job, admin_resolve],
+        route_handlers=[admin_attempts, admin_jobs, admin_job_events, admin_job, admin_resolve],
         dependencies={"principal": Provide(authenticate_admin)},
     )

@@ -232,14 +232,7 @@ class Jobs(ServiceBase):
         listed = principal.owner_id if owner is None else owner
         if listed != principal.owner_id:
             self.require_admin(principal)
-        try:
-            wanted = JobStatus(status) if status is not None else None
-        except ValueError:
-            raise BadRequest(
-                f"status must be one of {', '.join(s.value for s in JobStatus)}."
-            ) from None
-        if not 1 <= limit <= MAX_PAGE:
-            raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+        wanted = _page_filter(status, limit)
         if idempotency_key is not None:
             if cursor is not None:
                 raise BadRequest("An Idempotency-Key names one job: it takes no cursor.")
@@ -248,6 +241,22 @@ class Jobs(ServiceBase):
             return ([job] if found and job is not None else []), None
         try:
             return await self.store.list_jobs(listed, status=wanted, limit=limit, cursor=cursor)
+        except ValueError as exc:
+            raise BadRequest("The cursor is not valid.") from exc
+
+    async def list_all_jobs(
+        self,
+        principal: Principal,
+        *,
+        status: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRecord], str | None]:
+        """List every owner's jobs, newest first, a page at a time (admin)."""
+        self.require_admin(principal)
+        wanted = _page_filter(status, limit)
+        try:
+            return await self.store.list_jobs(None, status=wanted, limit=limit, cursor=cursor)
         except ValueError as exc:
             raise BadRequest("The cursor is not valid.") from exc
 
@@ -281,3 +290,16 @@ def queued_later(new: NewJob, delay: float) -> NewJob:
         new.deadline_s,
         delay,
     )
+
+
+def _page_filter(status: str | None, limit: int) -> JobStatus | None:
+    """Return a listing's status filter; raise ``BadRequest`` on a bad status or limit."""
+    try:
+        wanted = JobStatus(status) if status is not None else None
+    except ValueError:
+        raise BadRequest(
+            f"status must be one of {', '.join(s.value for s in JobStatus)}."
+        ) from None
+    if not 1 <= limit <= MAX_PAGE:
+        raise BadRequest(f"limit must be between 1 and {MAX_PAGE}.")
+    return wanted

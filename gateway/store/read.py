@@ -1,5 +1,5 @@
 """Reading jobs and attempts: a job with its attempts (by id, or by its owner's
-Idempotency-Key), an owner's list, attempts by state.
+Idempotency-Key), an owner's list or every owner's, attempts by state.
 
 Reads run in a read-only transaction (SQLite: ``BEGIN DEFERRED``, so a read never takes
 the write lock). An owner's jobs are listed newest first (ids are time-ordered ULIDs)
@@ -38,13 +38,15 @@ class Reading:
             return await load_job(conn, job_id, owner_id)
 
     async def list_jobs(
-        self, owner_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+        self, owner_id: str | None, *, status: JobStatus | None, limit: int, cursor: str | None
     ) -> tuple[list[JobRecord], str | None]:
-        """List an owner's jobs newest first (ids are time-ordered ULIDs)."""
+        """List an owner's jobs (``owner_id`` None: every owner's) newest first (ids are
+        time-ordered ULIDs)."""
         limit = max(1, min(limit, MAX_LIST_LIMIT))
-        # PostgreSQL's listing indexes compare the owner under "C" (migration 0004).
-        owner = self.db.owner()
-        query = sa.select(jobs).where(owner == owner_id)
+        query = sa.select(jobs)
+        if owner_id is not None:
+            # PostgreSQL's listing indexes compare the owner under "C" (migration 0004).
+            query = query.where(self.db.owner() == owner_id)
         if status is not None:
             query = query.where(jobs.c.status == status.value)
         after = decode_cursor(cursor) if cursor is not None else None
@@ -55,7 +57,9 @@ class Reading:
             if after is not None:
                 # A cursor names a job of this owner's list; a made-up one is refused,
                 # not answered with an empty page that looks like the end.
-                mine = sa.select(jobs.c.id).where(jobs.c.id == after, jobs.c.owner_id == owner_id)
+                mine = sa.select(jobs.c.id).where(jobs.c.id == after)
+                if owner_id is not None:
+                    mine = mine.where(jobs.c.owner_id == owner_id)
                 if (await conn.execute(mine)).first() is None:
                     raise ValueError("invalid cursor")
             rows = (await conn.execute(query)).all()

@@ -695,7 +695,9 @@ async def test_an_admin_finds_another_owners_job_by_id_and_by_idempotency_key(
     job = (await owner.create(case_input(9), wait=10)).json()
     page, watched = await open_page()
     await sign_in(page, stack.url, stack.admin_key)
-    await expect(page.get_by_text("No jobs here.")).to_be_visible()  # the admin's own list
+    # An admin opens on every owner's jobs, alice's among them.
+    await expect(page.get_by_role("heading", name="Every owner's jobs")).to_be_visible()
+    await expect(page.locator(f"#jobs-table tr[data-job='{job['id']}']")).to_be_visible()
 
     await page.locator("#find-owner").fill("alice")
     await page.locator("#find-key").fill(job["idempotency_key"])
@@ -719,6 +721,39 @@ async def test_an_admin_finds_another_owners_job_by_id_and_by_idempotency_key(
     await page.get_by_role("button", name="Open job").click()
     await expect(page.get_by_role("heading", name=f"Job {job['id']}")).to_be_visible()
     await expect(page.locator("#job-status")).to_have_text("succeeded")
+    assert watched.errors == [], watched.errors
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_an_admin_opens_on_every_owners_jobs_and_may_narrow_them_to_one(
+    stack: Any, open_page: Any, shoot: Any, width: int
+) -> None:
+    alices = (await stack.api().create(case_input(11), wait=10)).json()
+    ops = (await stack.api(admin=True).create(case_input(12), wait=10)).json()
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
+    await sign_in(page, stack.url, stack.admin_key)
+
+    await expect(page.get_by_role("heading", name="Every owner's jobs")).to_be_visible()
+    rows = page.locator("#jobs-table tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.nth(0)).to_have_attribute("data-job", ops["id"])  # newest first
+    await expect(rows.nth(0)).to_contain_text("ops")
+    await expect(rows.nth(1)).to_have_attribute("data-job", alices["id"])
+    await expect(rows.nth(1)).to_contain_text("alice")
+    await expect(page.get_by_text("No jobs here.")).to_have_count(0)
+    await assert_fits(page, f"every-owner-{width}")
+    await shoot(page, f"every-owner-{width}")
+
+    await page.locator("#owner-filter").fill("alice")
+    await page.locator("#owner-filter").dispatch_event("change")
+    await expect(page.get_by_role("heading", name="alice's jobs")).to_be_visible()
+    await expect(rows).to_have_count(1)
+    await expect(rows).to_have_attribute("data-job", alices["id"])
+    await page.locator("#owner-filter").fill("")
+    await page.locator("#owner-filter").dispatch_event("change")
+    await expect(page.get_by_role("heading", name="Every owner's jobs")).to_be_visible()
+    await expect(rows).to_have_count(2)
+    assert [u for u in watched.urls if "/v1/admin/jobs?" in u], watched.urls
     assert watched.errors == [], watched.errors
 
 
