@@ -45,6 +45,9 @@ $("intention-key").textContent = slot.intention.key;
 
 let current = null; // the job as last seen
 let following = null; // the one wait in progress
+// Jobs whose creation the log has told: a second click's replay can come back before the
+// first click's 201, and the log tells the creation first all the same.
+const told = new Set();
 
 function say(text, tone = "info") {
   const message = $("message");
@@ -76,7 +79,8 @@ function describe(job) {
     case "unknown":
       return [
         `Attempt ${blocking?.number} timed out at ${blocking?.provider}: its outcome is unknown. ` +
-          "It may still finish there, so onejob starts no other attempt until it is resolved.",
+          "It may still finish there, so onejob starts no other attempt until an operator " +
+          "resolves it (the console's Unknown attempts). This page shows what they decide.",
         "wait",
       ];
     case "succeeded":
@@ -166,11 +170,14 @@ async function triage() {
   try {
     const created = await client.createJob(slot.intention);
     slot.setJob(created.job.id);
-    note(
-      created.replayed
-        ? `Sent again: the same job ${created.job.id} came back (Idempotent-Replayed)`
-        : `Created job ${created.job.id}`,
-    );
+    if (!told.has(created.job.id)) {
+      told.add(created.job.id);
+      // A replay that comes first: an earlier send made the job; its own answer is late.
+      note(`Created job ${created.job.id}${created.replayed ? " (by an earlier send)" : ""}`);
+    }
+    if (created.replayed) {
+      note(`Sent again: the same job ${created.job.id} came back (Idempotent-Replayed)`);
+    }
     render(created.job);
     follow(created.job.id);
   } catch (error) {
@@ -186,9 +193,15 @@ async function tryFallback() {
     if (outcome.kind === "still-in-progress") {
       const attempt = current.attempts.find((a) => a.id === outcome.attemptId);
       const which = attempt ? `Attempt ${attempt.number} (${attempt.provider})` : "An attempt";
+      // An unknown attempt does not end by waiting: an operator resolves it.
+      const next =
+        outcome.attemptState === "unknown"
+          ? "Its outcome waits for an operator to resolve it (the console's Unknown attempts); " +
+            "this page shows what they decide."
+          : "Please wait: it will finish, or time out, shortly.";
       say(
         `Still in progress: ${which} is ${outcome.attemptState}. The fallback was not called, ` +
-          "because a second call could triage this ticket twice. Please wait.",
+          `because a second call could triage this ticket twice. ${next}`,
         "wait",
       );
       note(`Fallback refused: ${outcome.attemptId} is ${outcome.attemptState}; nothing was sent`);
@@ -212,6 +225,7 @@ fallbackButton.addEventListener("click", tryFallback);
 
 // A reload: an intention that was sent is resumed, never sent under a new key.
 if (slot.jobId) {
+  told.add(slot.jobId); // created before the reload: its answer now is a replay
   note(`Page reloaded: following job ${slot.jobId} again`);
   setStatus("sending");
   triage();

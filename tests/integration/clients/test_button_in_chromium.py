@@ -85,6 +85,38 @@ async def test_a_double_click_makes_one_job_and_one_provider_call(
     assert watched.errors == []
 
 
+async def test_what_happened_tells_the_creation_before_a_replay_that_came_back_first(
+    fresh: Stack, page_server: FaultyServer, open_page: Any
+) -> None:
+    from playwright.async_api import expect
+
+    before = fresh.job_ids()
+    page_server.faults.hold_seconds = 2.0
+    page_server.faults.script("POST", "/v1/jobs", "hold")  # the first answer comes late
+    page, watched = await open_button(open_page, page_server)
+
+    await page.locator("#triage").click()
+    deadline = time.monotonic() + 10
+    while not fresh.job_ids() - before:
+        assert time.monotonic() < deadline, "the job never reached the gateway"
+        await asyncio.sleep(0.05)
+    await page.locator("#triage").click()  # its replay overtakes the first click's 201
+    await until_status(page, "succeeded")
+    answers = await answered(page_server, "POST", "/v1/jobs", 2)
+    assert [s.status for s in answers] == [201, 200]
+
+    log = page.locator("#log li")
+    await expect(log.filter(has_text="Sent again")).to_have_count(1)
+    lines = [str(t) for t in await log.all_text_contents()]
+    created = [n for n, line in enumerate(lines) if "Created job" in line]
+    again = [n for n, line in enumerate(lines) if "Sent again" in line]
+    assert len(created) == 1 and created[0] < again[0], lines
+    assert "by an earlier send" in lines[created[0]], lines
+    job_id = str(await page.locator("#job-id").text_content())
+    one_job_one_call(fresh, before, job_id)
+    assert watched.errors == []
+
+
 async def test_a_response_lost_after_the_gateway_got_it_is_retried_into_the_same_job(
     fresh: Stack, page_server: FaultyServer, open_page: Any, shoot: Any
 ) -> None:
@@ -162,6 +194,9 @@ async def test_the_fallback_pressed_while_the_first_attempt_is_unknown_says_stil
     message = page.locator("#message")
     await expect(message).to_contain_text("Still in progress: Attempt 1 (sim-openai) is unknown")
     await expect(message).to_contain_text("The fallback was not called")
+    # An unknown attempt is not waited out: the page says who ends it.
+    await expect(message).to_contain_text("waits for an operator to resolve it")
+    await expect(message).not_to_contain_text("Please wait")
     await shoot(page, "fallback-while-unknown")
 
     job_id = str(await page.locator("#job-id").text_content())
