@@ -12,11 +12,14 @@ Layers, in the order a case goes through them::
     stability   every one of k repeats passed, with identical must-agree fields (pass^k)
     agreement   (pairs) primary and fallback agree on the must-agree fields
 
-and two over a provider's whole run on a contract::
+and three over a provider's whole run on a contract::
 
     variants    every variant drawn for this run (``contracts.relations``) passed the
                 layers above, as the catalog's own cases must
     budget      p95 latency, output tokens and cost per case within the contract's budget
+    production  (with ``--production N``) on recent production inputs, the fallback's
+                answers pass the layers that need no expected value and agree with the
+                primary's stored results, below the shadow checks' disagreement threshold
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ class Layer(enum.StrEnum):
     VARIANTS = "variants"
     #: Latency, output tokens and cost per case within the contract's budget.
     BUDGET = "budget"
+    #: On the inputs of recent production jobs, the fallback's answers pass the layers
+    #: that need no expected value and agree with the primary's results (``--production``).
+    PRODUCTION = "production"
 
 
 #: The layers a single provider is certified on, in order.
@@ -81,7 +87,7 @@ CASE_LAYERS = (
     Layer.STABILITY,
 )
 #: The layers judged over a provider's whole run on a contract, after the case layers.
-UNIT_LAYERS = (Layer.VARIANTS, Layer.BUDGET)
+UNIT_LAYERS = (Layer.VARIANTS, Layer.BUDGET, Layer.PRODUCTION)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ A ``UnitResult`` (one provider on one contract) becomes a certificate for the re
 replay results never certify. Besides the catalog's cases, a unit holds the variants drawn
 for the run (``contracts.variants``), judged as one layer, and its calls' latency and
 tokens, judged against the contract's budget; its certificate keeps the variants' seed and
-evidence (``variants``, ``variant_evidence``), the ``usage`` and the ``budget``.
+evidence (``variants``, ``variant_evidence``), the ``usage`` and the ``budget``, and what
+its answers on production inputs showed (``production``: counts, field names, hashes).
 ``reports.contracts_report`` renders a ``CertificationRun``.
 """
 
@@ -18,6 +19,7 @@ import enum
 from typing import Any
 
 from certify.checks import CASE_LAYERS, Check, Layer
+from certify.production import ProductionResult
 from certify.usage import CallUsage, Price, UsageSummary, check_budget, summarize
 from contracts.evidence import case_evidence
 from contracts.model import Contract
@@ -104,6 +106,8 @@ class UnitResult:
     seed: str = ""  #: what the variants were drawn with (the run id unless one was given)
     variants_skipped: str | None = None  #: why no variant was run, when none was
     price: Price | None = None  #: what the provider charges, when known
+    #: Its answers on production inputs, per primary (``--production N``).
+    production: list[ProductionResult] = dataclasses.field(default_factory=list)
 
     @property
     def checked(self) -> list[CaseResult]:
@@ -118,6 +122,7 @@ class UnitResult:
             and all(c.passed for c in self.cases)
             and self.variant_check().passed
             and self.budget_check().passed
+            and all(p.check().passed for p in self.production)
         )
 
     @property
@@ -191,6 +196,11 @@ class UnitResult:
             )
         if self.contract.budget.declared:
             rates[Layer.BUDGET.value] = 1.0 if self.budget_check().passed else 0.0
+        for sample in self.production:
+            if sample.judged:
+                rates[f"{Layer.PRODUCTION.value}:{sample.draw.primary}"] = round(
+                    1 - sample.disagreed / sample.judged, 4
+                )
         for primary, checks in self.agreement.items():
             rates[f"agreement:{primary}"] = round(
                 sum(c.passed for c in checks) / (len(checks) or 1), 4
@@ -231,6 +241,13 @@ class UnitResult:
         budget = self.budget_check()
         if not budget.passed:
             out.append({"case": "(all)", "layer": "budget", "reason": budget.reason, "excerpt": ""})
+        for sample in self.production:
+            check = sample.check()
+            if not check.passed:  # field names only: production values are never kept
+                out.append(
+                    {"case": "(production)", "layer": "production", "reason": check.reason,
+                     "excerpt": "", "fields": sample.fields()}
+                )  # fmt: skip
         return out
 
     def certificate(self, validity: dt.timedelta = DEFAULT_VALIDITY) -> dict[str, Any]:
@@ -260,6 +277,19 @@ class CertificationRun:
         """Return the calls made for the catalog's cases and for the variants."""
         fixed = sum(len(c.usage) for u in self.units for c in u.cases)
         return fixed, sum(len(c.usage) for u in self.units for c in u.variants)
+
+    def production_line(self) -> str | None:
+        """Return the summary's sentence on production samples: per fallback and contract
+        what they showed, and the extra calls (none to a primary); None when none ran."""
+        samples = [(u, p) for u in self.units for p in u.production]
+        if not samples:
+            return None
+        calls = sum(len(p.checks) for _, p in samples)
+        lines = [f"  {u.provider.name} on {u.contract.name}: {p.line()}" for u, p in samples]
+        return (
+            f"production: {calls} extra call(s) to the fallbacks, none to a primary\n"
+            + "\n".join(lines)
+        )
 
     def variants_line(self) -> str:
         """Return the summary's sentence on the variants: drawn, extra calls, the seed."""
@@ -332,6 +362,7 @@ def _certificate(unit: UnitResult, validity: dt.timedelta) -> dict[str, Any]:
         "variants": variants_summary(unit),
         "variant_evidence": {v.case: v.evidence(unit.contract) for v in unit.variants},
         "usage": unit.usage_summary().as_dict(),
+        "production": [p.as_dict() for p in unit.production],
         "budget": {
             "declared": {k: v for k, v in unit.contract.budget.as_dict().items() if v is not None},
             "passed": budget.passed,

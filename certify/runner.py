@@ -17,6 +17,10 @@ Every run also draws variants of each contract's cases (``contracts.variants``),
 the run id unless a seed is given, the same ones for every provider, and checks them like
 the cases. Cassettes hold the catalog's cases only: in replay mode the variants go to
 ``variant_client`` (the in-process simulator of ``--sim``), or are skipped without one.
+
+With production draws (``--production N``, ``certify.production``), each fallback of a
+draw's primary also answers the draw's production inputs, judged against the primary's
+stored results; the primary is never called for them.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from certify.checks import (
     check_replays,
     check_stability,
 )
+from certify.production import ProductionCheck, ProductionDraw, ProductionResult, judge_sample
 from certify.results import CaseResult, CertificationRun, Mode, Progress, UnitResult
 from certify.usage import Price
 from contracts import language
@@ -96,6 +101,7 @@ class Runner:
         seed: str | None = None,
         variant_client: httpx.AsyncClient | None = None,
         prices: Mapping[str, Price] | None = None,
+        production: Sequence[ProductionDraw] = (),
     ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
@@ -118,6 +124,8 @@ class Runner:
         self.seed = seed or self.run_id
         self._variant_client = variant_client
         self._prices = dict(prices or {})
+        #: Production inputs per (contract, primary), sent to the fallbacks (``--production``).
+        self.production = tuple(production)
 
     def draw(self, contract: Contract) -> tuple[Variant, ...]:
         """Return the variants this run checks for ``contract`` (the same for every provider)."""
@@ -201,8 +209,13 @@ class Runner:
                 variants, skipped = [], NO_LIVE_VARIANTS
             else:
                 variant_client = self._variant_client
+        draws = [
+            d
+            for d in self.production
+            if d.contract == contract.name and provider.name in d.fallbacks
+        ]
         done = 0
-        total = len(cases) + len(variants)
+        total = len(cases) + len(variants) + sum(len(d.samples) for d in draws)
 
         async def one(case: Case, via: httpx.AsyncClient) -> CaseResult:
             nonlocal done
@@ -213,9 +226,30 @@ class Runner:
                 self.progress(Progress(provider.name, contract.name, done, total))
             return result
 
+        async def sample(n: int, draw: ProductionDraw) -> ProductionCheck:
+            nonlocal done
+            key = f"certify/{self.run_id}/{contract.name}/production/{n + 1}"
+            async with sem:
+                adapter = build_provider(provider, client)
+                tokenizer = self._tokenizer(provider)
+                judged = await judge_sample(
+                    adapter, provider, contract, draw.samples[n], key, tokenizer
+                )
+            done += 1
+            if self.progress:
+                self.progress(Progress(provider.name, contract.name, done, total))
+            return judged
+
         results = await asyncio.gather(
             *(one(c, client) for c in cases), *(one(v, variant_client) for v in variants)
         )
+        production = [
+            ProductionResult(
+                draw,
+                list(await asyncio.gather(*(sample(n, draw) for n in range(len(draw.samples))))),
+            )
+            for draw in draws
+        ]
         unit = UnitResult(
             contract=contract,
             provider=provider,
@@ -230,6 +264,7 @@ class Runner:
             seed=self.seed,
             variants_skipped=skipped,
             price=self._prices.get(provider.name),
+            production=production,
         )
         if self.progress:
             self.progress(Progress(provider.name, contract.name, done, total, unit))

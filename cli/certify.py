@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cli.arguments import Subcommands
-from cli.certify_output import progress_printer, recorded_providers, summary_table
+from cli.certify_output import (
+    failover_lines,
+    progress_printer,
+    recorded_providers,
+    summary_table,
+)
+from cli.certify_production import (
+    ProductionRefused,
+    add_argument,
+    check_arguments,
+    production_draws,
+)
 
 if TYPE_CHECKING:
     from contracts.model import Contract
@@ -137,6 +148,7 @@ def register(subcommands: Subcommands) -> None:
         metavar="D",
         help="with --due: days before expiry (default: [certification] within_days, 7)",
     )
+    add_argument(cert)  # --production N
     cert.set_defaults(func=cmd_certify)
 
     can = subcommands.add_parser(
@@ -229,6 +241,11 @@ async def certify(
         print("error: --repeats must be >= 1 and --variants >= 0", file=err)
         return EXIT_ERROR
     try:
+        check_arguments(args)
+    except ProductionRefused as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_ERROR
+    try:
         prices = sim_prices() if args.sim else {}
         prices.update(Price.parse(text) for text in args.price)
         catalog = load_catalog(Path(args.catalog) if args.catalog else None)
@@ -255,6 +272,11 @@ async def certify(
                 file=err,
             )
             return EXIT_ERROR
+    try:  # production inputs are drawn before any case runs, and go to fallbacks only
+        draws = await production_draws(args, contracts, names)
+    except ProductionRefused as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_ERROR
     pairs = [(p, f) for p, f in pairs if p in names and f in names]
     registry = CertificationRegistry(registry_path)
     try:  # read before this run's certificates are recorded
@@ -287,7 +309,8 @@ async def certify(
                 err,
                 len(chosen) * len(contracts),
                 len(chosen)
-                * sum(len(c.cases) + (args.variants or c.variants_per_run) for c in contracts),
+                * sum(len(c.cases) + (args.variants or c.variants_per_run) for c in contracts)
+                + sum(len(d.samples) * len(d.fallbacks) for d in draws),
             ),
             # An answer carrying a provider id an earlier run already saw is a replay.
             earlier_ids=registry.provider_ids,
@@ -295,6 +318,7 @@ async def certify(
             seed=args.seed,
             variant_client=variant_client,
             prices=prices,
+            production=draws,
         )
         print(
             f"certifying {len(chosen)} provider(s) x {len(contracts)} contract(s), "
@@ -325,6 +349,8 @@ async def certify(
     paths = write_reports(run, report_dir, comparison, registry=registry, validity=validity)
     print("\n" + summary_table(run), file=out)
     print("\n" + run.variants_line(), file=out)
+    if (production := run.production_line()) is not None:
+        print("\n" + production, file=out)
     if comparison is not None:
         print("\n" + "\n".join(comparison.lines()), file=out)
     print(
@@ -406,7 +432,7 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
     verdict = registry.can_failover(contract, primary, fallback)
     word = "yes" if verdict.allowed else "no"
     print(f"{word}: {verdict}", file=out)
-    if (line := _usage_line(contract, registry, primary.name, fallback.name)) is not None:
+    for line in failover_lines(contract, registry, primary.name, fallback.name):
         print(line, file=out)
     settings = None if args.sim else _settings_of(args)
     if settings is not None and contract.hedgeable:
@@ -416,41 +442,6 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
             pair = (contract.name, primary.name, fallback.name)
             print(asyncio.run(_shadow_line(settings, registry, *pair)), file=out)
     return EXIT_PASS if verdict.allowed else EXIT_FAIL
-
-
-def _usage_line(contract: Contract, registry: Any, primary: str, fallback: str) -> str | None:
-    """Say the certificates' latency and cost against the budget (None: none recorded)."""
-    from certify.usage import brief_figures
-    from contracts.budget import usage_figures
-
-    def brief(figures: Mapping[str, Any] | None) -> str:
-        if figures is None:
-            return "not recorded"
-        return brief_figures(
-            figures.get("latency_p95_ms"),
-            figures.get("output_tokens_per_case"),
-            figures.get("cost_per_case_usd"),
-            estimated=(
-                {"tokenizer": figures["tokens_estimated"]}
-                if figures.get("tokens_estimated")
-                else None
-            ),
-        )
-
-    def figures_of(provider: str) -> dict[str, Any] | None:
-        entry = registry.latest_certificate(contract.name, provider) or {}
-        return usage_figures(entry.get("usage"))
-
-    mine, theirs = figures_of(fallback), figures_of(primary)
-    if mine is None and theirs is None:
-        return None
-    over = contract.budget.over(mine)
-    return (
-        f"usage: fallback {fallback} {brief(mine) or 'no figure'}; "
-        f"primary {primary} {brief(theirs) or 'no figure'}"
-        f"; budget {brief(contract.budget.as_dict()) or 'none declared'}"
-        + (f"; {fallback} over budget on {', '.join(over)}" if over else "")
-    )
 
 
 async def _shadow_line(

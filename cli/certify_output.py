@@ -1,14 +1,16 @@
 """What ``onejob certify`` prints: the progress line per unit, the provider x contract
-table; and which providers have cassettes to replay."""
+table; which providers have cassettes to replay; and what ``can-i-failover`` adds from the
+certificates (the pair's usage, the fallback's production sample)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from certify.results import CertificationRun, Progress
+    from contracts.model import Contract
 
 REASON_CHARS = 160  # characters of a unit's first failure shown on its progress line
 
@@ -74,3 +76,59 @@ def summary_table(run: CertificationRun) -> str:
             row.append(("-" if u is None else "PASS" if u.passed else "FAIL").ljust(w))
         lines.append(p.ljust(width) + "  " + "  ".join(row))
     return "\n".join(lines)
+
+
+def usage_line(contract: Contract, registry: Any, primary: str, fallback: str) -> str | None:
+    """Say the certificates' latency and cost against the budget (None: none recorded)."""
+    from certify.usage import brief_figures
+    from contracts.budget import usage_figures
+
+    def brief(figures: Mapping[str, Any] | None) -> str:
+        if figures is None:
+            return "not recorded"
+        return brief_figures(
+            figures.get("latency_p95_ms"),
+            figures.get("output_tokens_per_case"),
+            figures.get("cost_per_case_usd"),
+            estimated=(
+                {"tokenizer": figures["tokens_estimated"]}
+                if figures.get("tokens_estimated")
+                else None
+            ),
+        )
+
+    def figures_of(provider: str) -> dict[str, Any] | None:
+        entry = registry.latest_certificate(contract.name, provider) or {}
+        return usage_figures(entry.get("usage"))
+
+    mine, theirs = figures_of(fallback), figures_of(primary)
+    if mine is None and theirs is None:
+        return None
+    over = contract.budget.over(mine)
+    return (
+        f"usage: fallback {fallback} {brief(mine) or 'no figure'}; "
+        f"primary {primary} {brief(theirs) or 'no figure'}"
+        f"; budget {brief(contract.budget.as_dict()) or 'none declared'}"
+        + (f"; {fallback} over budget on {', '.join(over)}" if over else "")
+    )
+
+
+def failover_lines(contract: Contract, registry: Any, primary: str, fallback: str) -> list[str]:
+    """Say what can-i-failover adds to its verdict from the certificates: what the pair
+    costs, and what the fallback's production sample showed (issue 48)."""
+    from certify.production import describe
+
+    lines = [line] if (line := usage_line(contract, registry, primary, fallback)) else []
+    cert = registry.latest_certificate(contract.name, fallback) or {}
+    records = cert.get("production")
+    mine = [
+        r
+        for r in (records if isinstance(records, list) else [])
+        if isinstance(r, dict) and r.get("primary") == primary
+    ]
+    lines += [describe(r) for r in mine]
+    if not mine and contract.hedgeable:
+        lines.append(
+            f"production sample: none in {fallback}'s certificate (certify --production N)"
+        )
+    return lines

@@ -1,5 +1,6 @@
 """The worker's scheduled re-certification (issue 38): ``onejob certify --due`` every
-``[certification] interval``, and the days-to-expiry gauge per certificate.
+``[certification] interval`` (with ``--production [certification] production``, 0 by
+default: issue 48), and the days-to-expiry gauge per certificate.
 
 ``onejob worker`` runs ``recertify_forever`` beside the dispatcher; cron can run
 ``onejob certify --due`` instead (docs/certification.md).
@@ -34,6 +35,7 @@ async def recertify_forever(settings: Settings, stop: asyncio.Event, metrics: Me
             "certify", "--due", "--mode", "live", "--repeats", str(config.repeats),
             "--within-days", str(config.within_days), "--validity-days", str(config.validity_days),
             "--report-dir", config.report_dir, "--registry", settings.certifications_path,
+            "--production", str(config.production),
         ]
     )  # fmt: skip
     args.settings = settings

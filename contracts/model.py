@@ -28,6 +28,10 @@ from providers.base import ProviderRequest
 #: Matches the input block ``render`` appends to every user message (anchored at the end).
 INPUT_BLOCK = re.compile(r'\n\n<input contract="([^"<>]+)">\n(.*)\n</input>\s*\Z', re.DOTALL)
 
+#: The share of a catalog case's words an input must contain to resemble that case.
+RESEMBLANCE = 0.6
+_WORD = re.compile(r"\w{3,}")
+
 SemanticHook = Callable[[Any, Any, Mapping[str, Any]], list[str]]
 Simulation = Callable[[Any], dict[str, Any]]
 
@@ -251,6 +255,39 @@ class Contract:
         if self.is_catalog_input(input):
             return self.simulate(input)
         return (self._misread or self.simulate_sloppy)(input)
+
+    @functools.cached_property
+    def _case_words(self) -> tuple[frozenset[str], ...]:
+        return tuple(w for case in self.cases if (w := words_of(case.input)))
+
+    def resembles_catalog(self, input: Any) -> bool:
+        """Say whether ``input`` holds most of one catalog case's words (``RESEMBLANCE``):
+        the case itself, or a variant that renames, signs or re-routes it."""
+        words = words_of(input)
+        return any(len(case & words) >= RESEMBLANCE * len(case) for case in self._case_words)
+
+    def simulate_suite_cache(self, input: Any) -> dict[str, Any]:
+        """Answer like a semantic cache warmed with the catalog in front of a weaker model:
+        right on whatever resembles a catalog case (its variants too), else wrong on a
+        must-agree field, as ``simulate_memorised`` is off the catalog."""
+        if self.resembles_catalog(input):
+            return self.simulate(input)
+        return (self._misread or self.simulate_sloppy)(input)
+
+
+def words_of(value: Any) -> frozenset[str]:
+    """Return the words (three letters or more, case-folded) of every string in ``value``."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.update(_WORD.findall(item.casefold()))
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return frozenset(found)
 
 
 def _props_of(schema: Mapping[str, Any]) -> set[str]:

@@ -164,6 +164,12 @@ class CertificationConfig(BaseModel):
     validity_days: float = Field(default=30.0, gt=0)  # days a new certificate stays valid
     repeats: int = Field(default=3, ge=1, le=20)  # k of pass^k
     report_dir: str = "reports/out"  #: where a pass writes its reports
+    #: Production inputs each fallback the pass certifies is judged on (``certify
+    #: --production N``, issue 48); 0 turns it off: each is a paid call on a customer's input.
+    production: int = Field(default=0, ge=0, le=10_000)
+    #: The contracts that opt in: their customers' inputs may go to a fallback that is not
+    #: yet certified for them (``--production`` draws nothing for any other contract).
+    production_contracts: tuple[str, ...] = ()
 
 
 class DatabaseConfig(BaseModel):

@@ -54,9 +54,26 @@ function certCell(label, row, provider, cert) {
     h("br"),
     h("span", { class: soon ? "soon" : null }, `expires ${when(cert.expires_at)} (${age(cert.expires_at)})`),
     cert.run_id ? [h("br"), h("span", { class: "muted" }, "run ", h("code", {}, cert.run_id))] : null,
+    cert.production && cert.production.length ? [h("br"), productionFacts(cert)] : null,
     h("br"),
     certificateLink(row.contract, provider, `${provider} report`),
   );
+}
+
+/** One production sample record (certify --production N, issue 48), as a sentence. */
+function productionText(p) {
+  if (p.verdict === "skipped") return `production sample of ${p.primary}'s jobs: skipped (${p.skipped})`;
+  const head = `production sample ${p.drawn}/${p.wanted} of ${p.primary}'s jobs: ${p.disagreed} of ${p.judged} judged disagreed`;
+  if (p.verdict === "not judged") return `${head}; not judged (fewer than ${p.min_samples}): certified on the catalog alone`;
+  const fields = Object.keys(p.fields || {});
+  return `${head} (${percent(p.disagreement_rate)}${fields.length ? ` on ${fields.join(", ")}` : ""}); ${p.verdict} at ${percent(p.threshold)}`;
+}
+
+/** What a certificate's production samples showed, beside its variants and usage. */
+function productionFacts(cert) {
+  const records = cert.production || [];
+  if (!records.length) return h("span", { class: "muted" }, "none (certify --production N)");
+  return records.map((p, i) => [i ? h("br") : null, h("span", { class: "production", "data-production": p.verdict }, productionText(p))]);
 }
 
 function whyCell(row) {
@@ -406,6 +423,7 @@ export async function renderCertificate(view, ctx, contract, provider) {
       h("dt", {}, "Run"), h("dd", {}, cert.run_id ? h("code", {}, cert.run_id) : "–"),
       h("dt", {}, "Cases × repeats"), h("dd", {}, `${cert.cases ?? "?"} × ${cert.repeats ?? "?"}`),
       h("dt", {}, "Latency & cost"), h("dd", { class: "usage" }, usageFacts(cert, row)),
+      h("dt", {}, "Production sample"), h("dd", { class: "production" }, productionFacts(cert)),
       h("dt", {}, "Fingerprint"),
       h("dd", {}, h("code", {}, cert.contract_fingerprint), " ", current ? badge("current", "pass") : badge("not the contract's current fingerprint", "fail")),
     ),

@@ -218,6 +218,12 @@ class CertificateView(Strict):
     #: Null for a certificate recorded without usage (before issue 38's budgets).
     usage: CertificateUsage | None
     budget_verdict: BudgetVerdict | None
+    #: What its answers on production inputs showed (``certify --production N``, issue 48),
+    #: per primary: ``primary``, ``wanted``, ``drawn``, ``judged``, ``disagreed``, ``errors``,
+    #: ``disagreement_rate``, ``threshold``, ``min_samples``, ``verdict`` (``passed``,
+    #: ``refused``, ``not judged``, ``skipped``), ``fields`` (names and counts, never
+    #: values), ``skipped``; null for a certificate recorded before it.
+    production: list[dict[str, Any]] | None
 
 
 class CertificationRow(Strict):

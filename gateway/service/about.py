@@ -44,6 +44,7 @@ CERTIFICATE_FIELDS = (
     "pass_rates",
     "failures",
     "run_id",
+    "production",
 )
 
 

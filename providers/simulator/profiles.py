@@ -36,6 +36,10 @@ class Profile(enum.StrEnum):
     #: a model tuned on the published catalog: right on the catalog's own inputs, and on any
     #: other input wrong on a must-agree field (the contract's ``simulate_memorised``)
     CATALOG_ONLY = "catalog-only"
+    #: a semantic cache warmed with the catalog in front of a weaker model: right on inputs
+    #: that resemble a catalog case (so on the variants that keep its answer), and on any
+    #: other input wrong on a must-agree field (the contract's ``simulate_suite_cache``)
+    SUITE_CACHE = "suite-cache"
     #: the faithful answer in an envelope without token usage (OpenAI wire: no ``usage``
     #: object), as several OpenAI-compatible servers and proxies answer
     NO_USAGE = "no-usage"
@@ -114,6 +118,9 @@ def answer(contract_name: str, contract: SimContract, input: Any, profile: Profi
         # A catalog without the notion (your own test doubles) answers faithfully.
         memorised = getattr(contract, "simulate_memorised", contract.simulate)
         value = memorised(input)
+    elif profile is Profile.SUITE_CACHE:
+        cached = getattr(contract, "simulate_suite_cache", contract.simulate)
+        value = cached(input)
     else:
         value = contract.simulate(input)
     if profile is Profile.DRIFTING:

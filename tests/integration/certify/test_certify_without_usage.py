@@ -17,7 +17,7 @@ from certify.estimated import ESTIMATE_MARGIN
 from certify.results import CertificationRun, Mode
 from certify.runner import Runner
 from certify.simulated import sim_prices, sim_profiles, sim_providers
-from cli.certify import _usage_line
+from cli.certify_output import usage_line
 from contracts.loader import load_catalog
 from contracts.model import Contract
 from contracts.registry import CertificationRegistry
@@ -73,7 +73,7 @@ async def test_a_faithful_provider_without_usage_is_certified_with_estimated_tok
     registry.record([u.certificate() for u in run.units])
     providers = sim_providers(SIM_URL)
     assert registry.can_failover(contract, providers["faithful"], providers["no-usage"]).allowed
-    line = _usage_line(contract, registry, "faithful", "no-usage")
+    line = usage_line(contract, registry, "faithful", "no-usage")
     assert line is not None and "output tokens/case, ~$" in line
     assert f"tokens estimated with {ESTIMATE}" in line
     html = write_reports(run, tmp_path / "out")["html"].read_text()

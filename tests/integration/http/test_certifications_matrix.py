@@ -192,3 +192,43 @@ async def test_a_certificate_recorded_without_usage_shows_null_usage(
     for side in ("primary_certificate", "fallback_certificate"):
         assert row[side]["usage"] is None and row[side]["budget_verdict"] is None
     assert row["budget"]["latency_p95_ms"] == 20000.0  # the contract's, certificates or not
+    assert row["fallback_certificate"]["production"] is None  # written before issue 48
+
+
+async def test_the_matrix_shows_the_fallbacks_production_sample_beside_its_variants(
+    client: httpx.AsyncClient,
+    keys: Any,
+    settings: Settings,
+    catalog: dict[str, Contract],
+    certifications: CertificationRegistry,
+) -> None:
+    triage = catalog[TRIAGE]
+    sample = {
+        "primary": "sim-openai", "wanted": 50, "drawn": 50, "calls": 50, "judged": 50,
+        "disagreed": 48, "errors": 0, "disagreement_rate": 0.96, "threshold": 0.2,
+        "min_samples": 20, "verdict": "refused", "fields": {"category": 48},
+        "disagreements": [{"input_sha256": "0a1b2c3d4e5f", "fields": ["category"],
+                           "hashes": {"category": ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]}}],
+        "skipped": None,
+    }  # fmt: skip
+    certifications.record(
+        [
+            certificate(settings, triage, "sim-openai", expires_in=dt.timedelta(days=20)),
+            certificate(
+                settings,
+                triage,
+                "sim-anthropic",
+                expires_in=dt.timedelta(days=20),
+                verdict="fail",
+                production=[sample],
+                pass_rates={"variants": 1.0, "production:sim-openai": 0.04},
+            ),
+        ]
+    )
+    r = await client.get("/v1/certifications", headers=keys.auth())
+    [row] = r.json()["certifications"]
+    assert (row["allowed"], row["reason"]) == (False, "failed")
+    fallback = row["fallback_certificate"]
+    assert fallback["production"] == [sample]
+    assert fallback["pass_rates"] == {"variants": 1.0, "production:sim-openai": 0.04}
+    msgspec.convert(r.json(), schemas.Certifications, strict=True)
