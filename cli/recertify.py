@@ -28,17 +28,7 @@ async def recertify_forever(settings: Settings, stop: asyncio.Event, metrics: Me
 
     log = logging.getLogger("onejob.recertify")
     config = settings.certification
-    parser = argparse.ArgumentParser(prog="onejob")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(
-        [
-            "certify", "--due", "--mode", "live", "--repeats", str(config.repeats),
-            "--within-days", str(config.within_days), "--validity-days", str(config.validity_days),
-            "--report-dir", config.report_dir, "--registry", settings.certifications_path,
-            "--production", str(config.production),
-        ]
-    )  # fmt: skip
-    args.settings = settings
+    args = pass_arguments(settings)
     while not stop.is_set():
         out = io.StringIO()
         try:
@@ -52,6 +42,23 @@ async def recertify_forever(settings: Settings, stop: asyncio.Event, metrics: Me
             log.log(level, "re-certification pass: %s", said[-2000:], extra={"exit_code": code})
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), config.interval)
+
+
+def pass_arguments(settings: Settings) -> argparse.Namespace:
+    """Return the ``onejob certify --due`` arguments of the worker's pass."""
+    config = settings.certification
+    parser = argparse.ArgumentParser(prog="onejob")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(
+        [
+            "certify", "--due", "--mode", "live", "--repeats", str(config.repeats),
+            "--within-days", str(config.within_days), "--validity-days", str(config.validity_days),
+            "--report-dir", config.report_dir, "--registry", settings.certifications_path,
+            "--production", str(config.production),
+        ]
+    )  # fmt: skip
+    args.settings = settings
+    return args
 
 
 def _expiry_gauges(settings: Settings, metrics: Metrics) -> None:

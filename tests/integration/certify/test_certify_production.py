@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from certify.traffic import ticket_traffic
-from cli.certify import certify, cmd_can_i_failover
+from cli.certify import certify, certify_due, cmd_can_i_failover
+from cli.recertify import pass_arguments
 from contracts.loader import load_catalog
 from contracts.variants import draw_variants
 from gateway.domain.fingerprint import fingerprint
@@ -202,6 +203,28 @@ async def test_fewer_jobs_than_asked_are_recorded_and_judged_only_from_min_sampl
     )
     assert code == 0
     assert "skipped (ticket-triage@1 is not in [certification] production_contracts" in said
+
+
+async def test_the_workers_pass_sends_production_inputs_when_configured(
+    world: tuple[RunningSimulator, Settings], tmp_path: Path
+) -> None:
+    sim, settings = world
+    # Certified on the catalog alone, for two days: due at the worker's next pass.
+    code, said = await run(
+        settings, tmp_path, "--provider", "cache", "--contract", TRIAGE, "--validity-days", "2"
+    )
+    assert code == 0, said
+    assert pass_arguments(settings).production == 0  # off by default
+    worker = settings.model_copy(
+        update={"certification": settings.certification.model_copy(
+            update={"production": 50, "repeats": 1, "report_dir": str(tmp_path / "pass")})}
+    )  # fmt: skip
+    args = pass_arguments(worker)
+    args.contract = [TRIAGE]
+    out = io.StringIO()
+    assert await certify_due(args, out) == 1
+    assert "cache on ticket-triage@1: production sample 50/50 of primary's jobs" in out.getvalue()
+    assert sim.calls("primary") == []
 
 
 @pytest.mark.parametrize(
