@@ -11,9 +11,9 @@ const ADMIN_SCOPE = "admin";
 
 /** Views by the first segment of the hash; `admin` ones need the admin scope. */
 const ROUTES = {
-  jobs: { title: "Recent jobs", render: (view, ctx, rest) => rest.length ? renderJob(view, ctx, rest[0]) : renderJobs(view, ctx) },
+  jobs: { title: (rest) => (rest.length ? `Job ${rest[0]}` : "Recent jobs"), render: (view, ctx, rest) => rest.length ? renderJob(view, ctx, rest[0]) : renderJobs(view, ctx) },
   matrix: { title: "Failover matrix", render: renderMatrix },
-  certificate: { title: "Certificate", render: (view, ctx, rest) => renderCertificate(view, ctx, rest[0], rest[1]) },
+  certificate: { title: (rest) => (rest.length > 1 ? `Certificate: ${rest[1]} on ${rest[0]}` : "Certificate"), render: (view, ctx, rest) => renderCertificate(view, ctx, rest[0], rest[1]) },
   unknown: { title: "Unknown attempts", render: renderUnknown, admin: true },
 };
 const NAV = [
@@ -61,11 +61,12 @@ async function route() {
   const spec = ROUTES[name] || ROUTES.jobs;
   renderNav(name);
   const view = document.getElementById("view");
-  document.title = `${spec.title} · onejob console`;
+  const title = typeof spec.title === "function" ? spec.title(rest) : spec.title;
+  document.title = `${title} · onejob console`;
   if (spec.admin && !isAdmin()) {
     fill(
       view,
-      h("h1", { tabindex: "-1" }, spec.title),
+      h("h1", { tabindex: "-1" }, title),
       h("p", { class: "notice warn", role: "status" }, "This view needs an API key with the admin scope."),
     );
     focusHeading(view);
@@ -75,7 +76,7 @@ async function route() {
   try {
     state.stop = (await spec.render(view, ctx, rest)) || null;
   } catch (error) {
-    fill(view, h("h1", { tabindex: "-1" }, spec.title), h("p", { class: "error", role: "alert" }, describe(error)));
+    fill(view, h("h1", { tabindex: "-1" }, title), h("p", { class: "error", role: "alert" }, describe(error)));
   }
   focusHeading(view);
 }

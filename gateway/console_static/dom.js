@@ -57,6 +57,20 @@ export function when(text) {
   return text.replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+/** A time as `when` writes it, which may break between its date and its clock but never
+ * inside either (not at a date's hyphens). */
+export function stamp(text) {
+  const [date, clock] = when(text).split(" ");
+  return h("span", { class: "stamp" }, h("span", {}, date), clock ? [" ", h("span", {}, clock)] : null);
+}
+
+/** JSON with a space after each comma and colon, so a narrow cell breaks it between
+ * members instead of inside a word. */
+export function spacedJSON(value) {
+  // Pretty-printed JSON has line breaks only between tokens (a string's are escaped).
+  return JSON.stringify(value, null, 1).replace(/\n\s*/g, " ");
+}
+
 /** Say how long ago (or, if in the future, in how long) `text` is from `now`. */
 export function age(text, now = Date.now()) {
   if (!text) return "–";

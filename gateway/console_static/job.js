@@ -4,7 +4,7 @@
 
 import { api, describe } from "./api.js";
 import { clock, errorWords, waitCount, waitingEventWords, whyWaiting } from "./capacity.js";
-import { age, badge, every, fill, h, json, td, when } from "./dom.js";
+import { age, badge, every, fill, h, json, spacedJSON, stamp, td, when } from "./dom.js";
 import { renderTimeline } from "./timeline.js";
 
 const REFRESH_MS = 1500;
@@ -73,7 +73,7 @@ function deadlineFact(job) {
 function errorCell(error, provider, deadlineAt) {
   if (!error) return "–";
   const said = errorWords(error, provider, deadlineAt);
-  return [said ? [h("span", { class: "error-words" }, said), h("br")] : null, h("code", {}, JSON.stringify(error))];
+  return [said ? [h("span", { class: "error-words" }, said), h("br")] : null, h("code", {}, spacedJSON(error))];
 }
 
 /** An audit event's detail: in words for the capacity events, then as JSON. */
@@ -83,7 +83,7 @@ function eventDetail(e, attempt, deadlineAt) {
   if (e.kind === "attempt_waiting") said = waitingEventWords(d, attempt && attempt.provider);
   else if (e.kind === "attempt_cancelled" && d.why === "superseded") said = "superseded by a manual attempt";
   else if (d.reason === "job_deadline") said = errorWords(d, attempt && attempt.provider, deadlineAt);
-  const raw = Object.keys(d).length ? h("code", {}, JSON.stringify(d)) : null;
+  const raw = Object.keys(d).length ? h("code", {}, spacedJSON(d)) : null;
   if (!said) return raw || "–";
   return [h("span", { class: "event-words" }, said), raw ? [h("br"), raw] : null];
 }
@@ -106,9 +106,9 @@ function jobBody(job, events, width) {
       h("dt", {}, "Owner"), h("dd", {}, job.owner),
       h("dt", {}, "Idempotency-Key"), h("dd", { class: "mono" }, job.idempotency_key),
       h("dt", {}, "Version"), h("dd", {}, String(job.version)),
-      h("dt", {}, "Completed by"), h("dd", { class: "mono" }, job.completed_by || "–"),
-      h("dt", {}, "Created"), h("dd", {}, when(job.created_at)),
-      h("dt", {}, "Updated"), h("dd", {}, when(job.updated_at)),
+      h("dt", {}, "Completed by"), h("dd", { class: job.completed_by ? "mono id" : "mono" }, job.completed_by || "–"),
+      h("dt", {}, "Created"), h("dd", {}, stamp(job.created_at)),
+      h("dt", {}, "Updated"), h("dd", {}, stamp(job.updated_at)),
     ),
     h("h2", {}, "Timeline"),
     h("div", { class: "timeline-wrap" }, renderTimeline(job, events, width)),
@@ -132,8 +132,8 @@ function jobBody(job, events, width) {
               td("Reason", a.reason),
               td("State", badge(a.state), a.state === "waiting" && a.ready_at ? [" ", h("span", { class: "until" }, `until ${clock(a.ready_at)}`)] : null),
               td("Waits", a.waits ? String(a.waits) : "–"),
-              td("Started", when(a.started_at)),
-              td("Finished", when(a.finished_at)),
+              td("Started", stamp(a.started_at)),
+              td("Finished", stamp(a.finished_at)),
               td("Error", errorCell(a.error, a.provider, job.deadline_at)),
             ),
           ),
@@ -170,7 +170,7 @@ function jobBody(job, events, width) {
             h(
               "tr",
               { "data-kind": e.kind },
-              td("At", when(e.at)),
+              td("At", stamp(e.at)),
               td("Event", e.kind),
               td("Attempt", e.attempt_id ? `#${numberOf.get(e.attempt_id) ?? "?"}` : "–"),
               td("Detail", eventDetail(e, attemptOf.get(e.attempt_id), job.deadline_at)),

@@ -3,7 +3,7 @@
 
 import { api, describe } from "./api.js";
 import { waitingLine } from "./capacity.js";
-import { badge, every, fill, h, keepingFocus, td, when } from "./dom.js";
+import { badge, every, fill, h, keepingFocus, stamp, td } from "./dom.js";
 
 const STATUSES = ["queued", "running", "unknown", "succeeded", "failed", "cancelled"];
 const PAGE_SIZE = 20;
@@ -176,8 +176,8 @@ function jobsTable(jobs, id = "jobs-table") {
             td("Contract", job.contract),
             td("Provider", job.provider),
             td("Attempts", String(job.attempts.length)),
-            td("Created", when(job.created_at)),
-            td("Updated", when(job.updated_at)),
+            td("Created", stamp(job.created_at)),
+            td("Updated", stamp(job.updated_at)),
           ),
         ),
       ),

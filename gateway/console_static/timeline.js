@@ -5,7 +5,7 @@
 import { clock, whyWaiting, words } from "./capacity.js";
 import { s } from "./dom.js";
 
-const MAX_WIDTH = 960; // px: the drawing is as wide as its frame, within these bounds
+const MAX_WIDTH = 1920; // px: the drawing is as wide as its frame, within these bounds
 const MIN_WIDTH = 340; // px: narrower frames scroll sideways rather than shrink the text
 const LABEL_WIDTH = 210; // px, lane names on the left (125 when narrow)
 const LANE_HEIGHT = 28; // px

@@ -3,7 +3,7 @@
 // against the contract. The list polls, so resolutions made elsewhere disappear from it.
 
 import { api, describe } from "./api.js";
-import { age, every, fill, h, keepingFocus, td, when } from "./dom.js";
+import { age, every, fill, h, keepingFocus, stamp, td, when } from "./dom.js";
 
 const REFRESH_MS = 2000;
 const OUTCOMES = [
@@ -119,7 +119,7 @@ function table(attempts, onResolve) {
             td("Provider", a.provider),
             td("Attempt", `#${a.number} (${a.reason})`),
             td("Age", age(a.created_at, now)),
-            td("Deadline", when(a.deadline_at), h("br"), h("span", { class: "muted" }, age(a.deadline_at, now))),
+            td("Deadline", stamp(a.deadline_at), h("br"), h("span", { class: "muted" }, age(a.deadline_at, now))),
             td("Lease holder", h("span", { class: "breakable" }, a.lease_owner || "–")),
             reconciler ? td("Reconciler last found", reconcilerFinding(a.reconciler, now)) : null,
             td("Action", button),

@@ -757,6 +757,54 @@ async def test_an_admin_opens_on_every_owners_jobs_and_may_narrow_them_to_one(
     assert watched.errors == [], watched.errors
 
 
+#: Ids, and the date and the clock of each time, with how many lines each takes.
+UNBROKEN = """Array.from(document.querySelectorAll('#view .mono.id, #view .stamp > span'))
+  .filter((e) => e.offsetParent !== null)
+  .map((e) => [e.textContent, e.getClientRects().length,
+               e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight)])"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+async def test_a_job_page_is_titled_for_its_job_and_keeps_ids_and_times_whole(
+    stack: Any, open_page: Any, shoot: Any, width: int
+) -> None:
+    job = (await stack.api().create(case_input(13), wait=10)).json()
+    assert job["status"] == "succeeded"
+    page, watched = await open_page({"width": width, "height": 800 if width > 720 else 844})
+    await sign_in(page, stack.url, stack.admin_key)
+    await expect(page).to_have_title("Recent jobs · onejob console")
+    await expect(page.locator(f"#jobs-table tr[data-job='{job['id']}']")).to_be_visible()
+    await assert_whole(page, f"jobs-{width}")
+
+    await page.goto(f"{stack.url}#/jobs/{job['id']}")
+    await expect(page.locator("#job-status")).to_have_text("succeeded")
+    await expect(page).to_have_title(f"Job {job['id']} · onejob console")
+    await assert_whole(page, f"job-{width}")
+    await assert_fits(page, f"job-{width}")
+    # The timeline is as wide as its frame (it stopped at 960 px in a 1224 px frame).
+    frame, drawn = await page.evaluate(
+        """[document.querySelector('.timeline-wrap').clientWidth,
+            document.querySelector('svg.timeline').getBoundingClientRect().width]"""
+    )
+    assert abs(frame - drawn) <= 4, (frame, drawn)
+    await shoot(page, f"job-titled-{width}")
+
+    await page.goto(f"{stack.url}#/certificate/ticket-triage@1/sim-anthropic")
+    await expect(page.locator("dl.facts").first).to_be_visible()
+    await expect(page).to_have_title(
+        "Certificate: sim-anthropic on ticket-triage@1 · onejob console"
+    )
+    assert watched.errors == [], watched.errors
+
+
+async def assert_whole(page: Page, name: str) -> None:
+    """Fail on an id or a time drawn over more than one line."""
+    found = await page.evaluate(UNBROKEN)
+    assert found, f"{name}: no id or time on the page"
+    broken = [(text, lines) for text, lines, height in found if lines != 1 or height > 1.5]
+    assert broken == [], f"{name}: {broken}"
+
+
 async def test_an_owner_looks_up_its_own_keys_only(stack: Any, open_page: Any) -> None:
     owner = stack.api()
     job = (await owner.create(case_input(10))).json()
