@@ -75,6 +75,7 @@ def unit_json(unit: UnitResult) -> dict[str, Any]:
         "pass_rates": unit.pass_rates(),
         "failures": unit.failures(),
         "variants": variants_summary(unit),
+        "production": [p.as_dict() for p in unit.production],
         "usage": unit.usage_summary().as_dict(),
         "budget": {
             "declared": {k: v for k, v in unit.contract.budget.as_dict().items() if v is not None},
@@ -107,7 +108,11 @@ def run_json(run: CertificationRun, comparison: Comparison | None = None) -> dic
         "duration_s": round(run.duration, 3),
         "passed": run.passed,
         "errors": run.errors,
-        "calls": {"cases": fixed, "variants": extra},
+        "calls": {
+            "cases": fixed,
+            "variants": extra,
+            "production": sum(len(p.checks) for u in run.units for p in u.production),
+        },
         "units": [unit_json(u) for u in run.units],
         "comparison": comparison.as_dict() if comparison else None,
     }
@@ -246,6 +251,7 @@ def html_report(
         passed=run.passed,
         errors=run.errors,
         variants_line=run.variants_line(),
+        production_line=run.production_line(),
         providers=providers,
         contracts=contracts,
         fingerprints=fingerprints,

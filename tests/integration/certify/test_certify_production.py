@@ -148,6 +148,11 @@ async def test_a_fallback_that_learnt_the_suite_is_certified_today_and_refused_o
     assert failure["case"] == "(production)" and "on category (50)" in failure["reason"]
     # Field names and hashes only: no production input or result reached the registry or
     # the reports.
+    report = json.loads((tmp_path / "out" / "contracts.json").read_text())
+    assert report["calls"]["production"] == 50
+    [unit] = report["units"]
+    assert unit["production"][0]["fields"]["category"] == 50
+    assert "50 extra call(s) to the fallbacks" in (tmp_path / "out" / "contracts.html").read_text()
     written = written_text(settings, tmp_path / "out")
     for value in ticket_traffic(contract, "issue-48", JOBS)[-50:]:
         assert value["ticket_id"] not in written and value["subject"] not in written
