@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import datetime as dt
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -189,12 +189,17 @@ def _configured(
     return dict(settings.providers), list(dict.fromkeys(pairs)), registry
 
 
+def unknown_words(names: Sequence[str], known_as: str, known: Iterable[str]) -> str:
+    """Say which names are unknown and which are known, without Python's quotes."""
+    return f"{', '.join(names)} ({known_as} {', '.join(sorted(known)) or 'none'})"
+
+
 def _pick_contracts(catalog: Mapping[str, Contract], names: Sequence[str]) -> list[Contract]:
     if not names:
         return [catalog[n] for n in catalog]
     unknown = [n for n in names if n not in catalog]
     if unknown:
-        raise KeyError(f"unknown contract(s) {unknown}; the catalog has {sorted(catalog)}")
+        raise ValueError(f"unknown contract {unknown_words(unknown, 'the catalog has', catalog)}")
     return [catalog[n] for n in names]
 
 
@@ -258,7 +263,7 @@ async def certify(
         names = args.provider or list(providers)
         unknown = [n for n in names if n not in providers]
         if unknown:
-            raise KeyError(f"unknown provider(s) {unknown}; configured: {sorted(providers)}")
+            raise ValueError(f"unknown provider {unknown_words(unknown, 'configured:', providers)}")
     except (ContractError, KeyError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_ERROR
@@ -420,11 +425,17 @@ def cmd_can_i_failover(args: argparse.Namespace, out: TextIO | None = None) -> i
     try:
         catalog = load_catalog(Path(args.catalog) if args.catalog else None)
         providers, _, registry_path = _configured(args)
+        unknown = []
+        if args.contract not in catalog:
+            unknown.append(f"contract {unknown_words([args.contract], 'the catalog has', catalog)}")
+        missing = [n for n in dict.fromkeys([args.primary, args.fallback]) if n not in providers]
+        if missing:
+            unknown.append(f"provider {unknown_words(missing, 'configured:', providers)}")
+        if unknown:
+            print(f"error: unknown {'; unknown '.join(unknown)}", file=out)
+            return EXIT_ERROR
         contract = catalog[args.contract]
         primary, fallback = providers[args.primary], providers[args.fallback]
-    except KeyError as exc:
-        print(f"error: unknown contract or provider: {exc}", file=out)
-        return EXIT_ERROR
     except (ContractError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=out)
         return EXIT_ERROR
