@@ -13,7 +13,8 @@ is the reference. The answer is judged as the shadow checks judge one (docs/cert
 the model it reports, the output schema and the pydantic model, the contract's invariants
 (assertions that read no expected value; here with the language detector, which the
 certification run loads anyway), then the must-agree fields against the primary's result.
-A failed call is an error and is not counted. With ``min_samples`` judged, a disagreement
+A failed call is an error and is not counted; the calls keep to the provider's configured
+limits and wait out its "not now" (``certify.pacing``). With ``min_samples`` judged, a disagreement
 rate at or above ``threshold`` (the shadow checks' settings) fails the certificate; with
 fewer judged, the sample is recorded and not judged. Only field names, value hashes and an
 input hash are kept: never an input or an output.
@@ -30,6 +31,7 @@ from typing import Any
 
 from certify.checks import Check, Layer
 from certify.estimated import call_usage
+from certify.pacing import Pacer
 from certify.usage import CallUsage
 from contracts.model import Contract
 from providers.base import BadOutput, ProviderError
@@ -210,8 +212,9 @@ async def judge_sample(
     sample: ProductionSample,
     key: str,
     tokenizer: Tokenizer | None = None,
+    pacer: Pacer | None = None,
 ) -> ProductionCheck:
-    """Send one production input to the fallback and judge its answer."""
+    """Send one production input to the fallback (in ``pacer``'s turn) and judge its answer."""
     input_sha = value_hash(sample.input)
     try:
         request = contract.provider_request(
@@ -220,7 +223,7 @@ async def judge_sample(
     except Exception as exc:  # nothing was sent
         return ProductionCheck(ERROR, input_sha, error=f"render: {type(exc).__name__}")
     try:
-        result = await adapter.call(request)
+        result = await (pacer.call(adapter, request) if pacer else adapter.call(request))
     except BadOutput:
         return ProductionCheck(DISAGREED, input_sha, ("contract:(not JSON)",))
     except ProviderError as exc:

@@ -54,6 +54,7 @@ from certify.checks import (
     check_replays,
     check_stability,
 )
+from certify.pacing import Pacer
 from certify.production import ProductionCheck, ProductionDraw, ProductionResult, judge_sample
 from certify.results import CaseResult, CertificationRun, Mode, Progress, UnitResult
 from certify.usage import Price
@@ -126,6 +127,7 @@ class Runner:
         self._prices = dict(prices or {})
         #: Production inputs per (contract, primary), sent to the fallbacks (``--production``).
         self.production = tuple(production)
+        self._pacers: dict[str, Pacer] = {}  #: per provider, for the production calls
 
     def draw(self, contract: Contract) -> tuple[Variant, ...]:
         """Return the variants this run checks for ``contract`` (the same for every provider)."""
@@ -232,8 +234,9 @@ class Runner:
             async with sem:
                 adapter = build_provider(provider, client)
                 tokenizer = self._tokenizer(provider)
+                pacer = self._pacers.setdefault(provider.name, Pacer(provider))
                 judged = await judge_sample(
-                    adapter, provider, contract, draw.samples[n], key, tokenizer
+                    adapter, provider, contract, draw.samples[n], key, tokenizer, pacer
                 )
             done += 1
             if self.progress:
