@@ -316,6 +316,10 @@ async def certify(
                 len(chosen)
                 * sum(len(c.cases) + (args.variants or c.variants_per_run) for c in contracts)
                 + sum(len(d.samples) * len(d.fallbacks) for d in draws),
+                widths=(
+                    max((len(p.name) for p in chosen), default=8),
+                    max((len(c.name) for c in contracts), default=8),
+                ),
             ),
             # An answer carrying a provider id an earlier run already saw is a replay.
             earlier_ids=registry.provider_ids,

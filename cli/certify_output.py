@@ -15,8 +15,14 @@ if TYPE_CHECKING:
 REASON_CHARS = 160  # characters of a unit's first failure shown on its progress line
 
 
-def progress_printer(out: TextIO, total_units: int, total_cases: int) -> Callable[[Progress], None]:
-    """A line per certified unit (and a live case counter on a terminal) on ``out``."""
+def progress_printer(
+    out: TextIO, total_units: int, total_cases: int, widths: tuple[int, int] = (16, 22)
+) -> Callable[[Progress], None]:
+    """A line per certified unit (and a live case counter on a terminal) on ``out``;
+    ``widths``: the longest provider and contract names, so the columns line up."""
+    from cli.lines import clipped
+
+    provider_width, contract_width = widths
     finished = 0
     cases_done = 0
     live = out.isatty()
@@ -37,14 +43,14 @@ def progress_printer(out: TextIO, total_units: int, total_cases: int) -> Callabl
             if fails
             else ""
         )
-        if len(why) > REASON_CHARS:
-            why = why[: REASON_CHARS - 3] + "..."
+        why = clipped(why, REASON_CHARS)
         if note := unit.stability_note():
             why += f"\n    note: {note}"
         variants = f", {sum(v.passed for v in unit.variants)}/{len(unit.variants)} variants"
         print(
-            f"{chr(13) if live else ''}[{finished}/{total_units}] {unit.provider.name:<16} "
-            f"{unit.contract.name:<22} {verdict}  "
+            f"{chr(13) if live else ''}[{finished:>{len(str(total_units))}}/{total_units}] "
+            f"{unit.provider.name:<{provider_width}} {unit.contract.name:<{contract_width}} "
+            f"{verdict}  "
             f"{sum(c.passed for c in unit.cases)}/{len(unit.cases)} cases"
             f"{variants if unit.variants else ''}; {unit.usage_summary().brief()}{why}",
             file=out,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cli.arguments import Subcommands
+from cli.lines import clipped
 
 if TYPE_CHECKING:
     from scenarios.model import RunReport, ScenarioResult
@@ -83,7 +84,7 @@ def progress_line(index: int, total: int, result: ScenarioResult) -> str:
 
     line = f"[{index:>2}/{total}] {result.name:32} {result.verdict.value:5} {result.duration:6.1f}s"
     if result.verdict is not Verdict.PASS:
-        line += f"  {result.reason.splitlines()[0][:160] if result.reason else ''}"
+        line += f"  {clipped(result.reason.splitlines()[0], 160) if result.reason else ''}"
     return line
 
 
@@ -92,7 +93,7 @@ def summary_table(report: RunReport) -> str:
     width = max([len(r.name) for r in report.results] + [8])
     lines = [f"{'scenario':{width}}  verdict  seconds  reason", "-" * (width + 40)]
     for r in report.results:
-        reason = r.reason.splitlines()[0][:100] if r.reason else ""
+        reason = clipped(r.reason.splitlines()[0], 100) if r.reason else ""
         lines.append(f"{r.name:{width}}  {r.verdict.value:7}  {r.duration:7.1f}  {reason}")
     counts = ", ".join(f"{n} {v}" for v, n in report.counts().items() if n)
     lines.append("-" * (width + 40))
