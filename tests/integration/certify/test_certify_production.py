@@ -4,21 +4,29 @@ A simulator on loopback answers as three providers: ``primary`` (faithful), ``ca
 ``suite-cache`` profile: right on whatever resembles a catalog case, wrong on a must-agree
 field elsewhere) and ``honest`` (faithful). A SQLite database holds a few hundred
 succeeded ticket-triage jobs the primary answered, their inputs written by the seeded
-traffic generator (``certify.traffic``) and their results the primary's. Certified on the
+traffic generator (``certify.traffic``): in the main test sent through a served gateway
+(its dispatcher calls the primary and stores its answers), elsewhere written straight
+into the store with the primary's (faithful) answers. Certified on the
 catalog and its variants, ``cache`` passes; with ``--production 50`` it is refused, naming
 the field, while nothing reaches the primary. ``honest`` stays certified run after run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "dispatch"))  # the dispatcher's harness
+
+from dispatch_harness import Api, run_gateway
 
 from certify.traffic import ticket_traffic
 from cli.certify import certify, certify_due, cmd_can_i_failover
@@ -40,6 +48,7 @@ JOBS = 300  # succeeded ticket-triage jobs of real-looking traffic
 CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
 PROFILES = {"primary": "faithful", "cache": "suite-cache", "honest": "faithful"}
 FAITHFUL_RUNS = 20
+TRAFFIC_IN_FLIGHT = 10  # jobs sent at once through the served gateway
 
 
 async def succeed(url: str, contract: str, inputs: list[dict[str, Any]]) -> None:
@@ -63,14 +72,38 @@ async def succeed(url: str, contract: str, inputs: list[dict[str, Any]]) -> None
         await store.close()
 
 
+async def serve(settings: Settings, contract: str, inputs: list[dict[str, Any]]) -> None:
+    """Send one job per input through a served gateway; each must succeed on the primary."""
+    store = await open_store(settings.database_url)
+    try:
+        _, key = await store.create_api_key("alice", frozenset({"jobs"}))
+    finally:
+        await store.close()
+    async with run_gateway(settings) as gw:
+        api = Api(gw, key, key)
+        for start in range(0, len(inputs), TRAFFIC_IN_FLIGHT):
+            answers = await asyncio.gather(
+                *(api.create(value, wait=10, contract=contract)
+                  for value in inputs[start : start + TRAFFIC_IN_FLIGHT])
+            )  # fmt: skip
+            for answer in answers:
+                job = answer.json()
+                assert (job["status"], job["attempts"][-1]["provider"]) == ("succeeded", "primary")
+
+
 @pytest.fixture
 async def world(
-    tmp_path: Path, sqlite_template: Path
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
 ) -> AsyncIterator[tuple[RunningSimulator, Settings]]:
+    """The simulator and the settings, with the jobs in the database: written straight into
+    the store, or (``served``, parametrized indirectly) sent through a served gateway."""
+    served = getattr(request, "param", None) == "served"
     path = tmp_path / "onejob.db"
     shutil.copyfile(sqlite_template, path)
     url = f"sqlite+aiosqlite:///{path}"
-    await succeed(url, TRIAGE, ticket_traffic(CATALOG[TRIAGE], "issue-48", JOBS))
+    traffic = ticket_traffic(CATALOG[TRIAGE], "issue-48", JOBS)
+    if not served:
+        await succeed(url, TRIAGE, traffic)
     # A new route: five jobs only (variants of the catalog's invoices).
     await succeed(url, INVOICE, [v.input for v in draw_variants(CATALOG[INVOICE], "new", 5)])
     async with run_simulator(port=0, profiles=PROFILES, catalog=load_catalog) as sim:
@@ -88,6 +121,8 @@ async def world(
                 "certification": {"production_contracts": [TRIAGE, INVOICE]},
             }
         )
+        if served:
+            await serve(settings, TRIAGE, traffic)
         yield sim, settings
 
 
@@ -115,6 +150,7 @@ async def run(settings: Settings, tmp: Path, *argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+@pytest.mark.parametrize("world", ["served"], indirect=True)
 async def test_a_fallback_that_learnt_the_suite_is_certified_today_and_refused_on_production(
     world: tuple[RunningSimulator, Settings], tmp_path: Path
 ) -> None:
@@ -134,7 +170,8 @@ async def test_a_fallback_that_learnt_the_suite_is_certified_today_and_refused_o
         "50 disagreed (100%, on category"
     ) in said
     assert "refused at 20% with 20 judged" in said
-    assert len(sim.calls("primary")) == primary_calls == 0  # nothing sent to the primary
+    assert primary_calls == JOBS  # the traffic, served by the gateway
+    assert len(sim.calls("primary")) == primary_calls  # the run sent nothing to the primary
     extra = 1 + len(contract.cases) + contract.variants_per_run + 50  # 1: the preflight probe
     assert len(sim.calls("cache")) - cache_calls == extra
 
