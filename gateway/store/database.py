@@ -58,6 +58,17 @@ class Ran:
 Run = Callable[[str, Sequence[Any]], Awaitable[Ran]]
 
 
+def run_on(conn: AsyncConnection) -> Run:
+    """Run SQL text statements through SQLAlchemy's ``conn`` (in its transaction)."""
+
+    async def through_sqlalchemy(sql: str, params: Sequence[Any]) -> Ran:
+        result = await conn.exec_driver_sql(sql, tuple(params))
+        rows = list(result.fetchall()) if result.returns_rows else []
+        return Ran(result.rowcount, rows)
+
+    return through_sqlalchemy
+
+
 class Database:
     """What both databases share: the engine, transactions, and publishing after commits."""
 
@@ -317,10 +328,4 @@ class Sqlite(Database):
                     yield on_driver
             else:
                 async with self.engine.begin() as conn:
-
-                    async def through_sqlalchemy(sql: str, params: Sequence[Any]) -> Ran:
-                        result = await conn.exec_driver_sql(sql, tuple(params))
-                        rows = list(result.fetchall()) if result.returns_rows else []
-                        return Ran(result.rowcount, rows)
-
-                    yield through_sqlalchemy
+                    yield run_on(conn)

@@ -11,13 +11,15 @@ becomes ``lost``, its payload dropped, with a ``race_lost`` event naming the win
 path that decides a job with a result goes through it: a running attempt's answer here, an
 ``unknown`` attempt resolved with a result (``resolve``).
 
-A running attempt's winning decision is one round trip where the database allows it
-(``finalize_alone``): PostgreSQL as one statement (``FINALIZE_ALONE``: lock, CAS, the
-attempt's move, its unsent siblings cancelled, the events, the NOTIFY, the decided job
-returned); SQLite as the transaction's few statements. Anything else (lost, stale, a job
-that changed while the statement waited) is decided by a transaction with fresh statements
-(``Finalizing._decide``): its CAS cannot win a race the one-statement path lost, as
-versions only grow and decisions are final.
+A running attempt's winning decision (the guard, the attempt's move, its unsent siblings
+cancelled, the events) is written once per database: PostgreSQL's as one statement
+(``finalize_statement``), SQLite's as a few statements over one write transaction
+(``SqliteDecisions.win``). Each runs two ways: alone, in one round trip
+(``finalize_alone``, the usual case), and, when that did not win (lost, stale, a job that
+changed while the statement waited), inside a transaction that holds the job's lock first
+(``Finalizing._decide``), where nothing can change under it: won there, or not won at all
+(``_not_won``: lost, stale, or the same answer again). Its CAS cannot win a race the
+one-statement path lost, as versions only grow and decisions are final.
 """
 
 from __future__ import annotations
@@ -32,19 +34,18 @@ from gateway.domain.jsontext import scrub
 from gateway.domain.records import FinalizeOutcome, FinalizeResult, JobRecord
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.notify import JOBS_CHANNEL
-from gateway.store.database import Database, Postgres, Sqlite
+from gateway.store.database import Database, Postgres, Run, Sqlite, run_on
 from gateway.store.events import insert_events_sql
 from gateway.store.rows import (
     ATTEMPT_COLUMNS,
     JOB_COLUMNS,
-    UNSENT,
     A,
     as_json,
     job_of,
     job_record,
     prefixed,
 )
-from gateway.store.tables import UNSENT_SQL, attempts, jobs
+from gateway.store.tables import UNSENT_SQL, jobs
 from gateway.store.transaction import Stale, WriteTx
 
 log = logging.getLogger("onejob.store")
@@ -75,24 +76,31 @@ def pg_cas(
 #: The compare-and-swap inside a transaction (``resolve``, the fallback path).
 PG_CAS = pg_cas("$1", "$2", "$3", "$4::jsonb", "$5") + " RETURNING jobs.*"
 
-#: R5 for a running attempt as one statement, outside a transaction: lock the job, then
-#: the attempt (the order every other writer takes), compare-and-swap, move the attempt,
-#: cancel the job's unsent attempts, write the events, wake the job's waiters in other
-#: processes (``pg_notify`` here, not after the commit: ``pg_wakeups`` says why), and
-#: return the decided job with a row per attempt. Once the attempt is locked and seen
-#: ``running`` nothing can move it, so the CAS and the attempt's move happen together or
-#: not at all; ``guard`` divides by zero (aborting the statement, so nothing is written)
-#: should a CAS ever find no attempt to move.
-#:
-#: The statement's snapshot is taken before it waits for the job's lock, and a sibling
-#: attempt added or moved by a transaction that committed meanwhile would be invisible
-#: to it (left ``starting``, or returned in its old state). Every such writer also updates
-#: the job's row (``refresh_status``), so the statement acts only if the row it locked is
-#: the row its snapshot sees (same ``xmin``). No row: the CAS did not win here (lost, the
-#: attempt moved, or the job changed while waiting); the transaction path decides.
-#: ``FOR NO KEY UPDATE``: the row's key never changes, and event inserts (whose foreign
-#: key takes ``KEY SHARE`` on the job) need not wait for the decision.
-FINALIZE_ALONE = f"""
+
+def finalize_statement(notify: bool) -> str:
+    """R5 for a running attempt as one statement: lock the job, then the attempt (the
+    order every other writer takes), compare-and-swap, move the attempt, cancel the job's
+    unsent attempts, write the events, and return the decided job with a row per attempt.
+
+    Alone (``notify``), it also wakes the job's waiters in other processes (``pg_notify``
+    here, not after the commit: ``pg_wakeups`` says why). Once the attempt is locked and
+    seen ``running`` nothing can move it, so the CAS and the attempt's move happen
+    together or not at all; ``guard`` divides by zero (aborting the statement, so nothing
+    is written) should a CAS ever find no attempt to move.
+
+    Alone, the statement's snapshot is taken before it waits for the job's lock, and a
+    sibling attempt added or moved by a transaction that committed meanwhile would be
+    invisible to it (left ``starting``, or returned in its old state). Every such writer
+    also updates the job's row (``refresh_status``), so the statement acts only if the
+    row it locked is the row its snapshot sees (same ``xmin``). No row: the CAS did not
+    win here (lost, the attempt moved, or the job changed while waiting). Inside a
+    transaction that locked the job first, the snapshot comes after the lock and the
+    ``xmin`` always matches: no row there means not won at all.
+    ``FOR NO KEY UPDATE``: the row's key never changes, and event inserts (whose foreign
+    key takes ``KEY SHARE`` on the job) need not wait for the decision.
+    """
+    wake = f"pg_notify('{JOBS_CHANNEL}', cas.id) AS notified, " if notify else ""
+    return f"""
 WITH j AS (
   SELECT id, xmin AS locked_xmin FROM jobs
   WHERE id = (SELECT job_id FROM attempts WHERE id = $1)
@@ -131,12 +139,17 @@ WITH j AS (
   WHERE job_id = (SELECT id FROM cas) AND id <> $1 AND id NOT IN (SELECT id FROM unsent)
 )
 SELECT {prefixed("cas", "j_", JOB_COLUMNS)}, {prefixed("x", "a_", ATTEMPT_COLUMNS)},
-       pg_notify('{JOBS_CHANNEL}', cas.id) AS notified,
-       1 / (SELECT count(*) FROM att)::int AS guard
+       {wake}1 / (SELECT count(*) FROM att)::int AS guard
 FROM cas LEFT JOIN (
   SELECT * FROM att UNION ALL SELECT * FROM unsent UNION ALL SELECT * FROM others
 ) AS x ON true
 ORDER BY x.number"""
+
+
+#: The winning decision sent alone, its NOTIFY inside.
+FINALIZE_ALONE = finalize_statement(notify=True)
+#: The same inside a transaction holding the job's lock: its NOTIFY goes after the commit.
+FINALIZE_LOCKED = finalize_statement(notify=False)
 
 
 class PostgresDecisions:
@@ -152,18 +165,37 @@ class PostgresDecisions:
         params = (job_id, read_version, attempt_id, as_json(result), self.db.now())
         return (await conn.exec_driver_sql(PG_CAS, params)).one_or_none()
 
+    def _params(
+        self, attempt_id: str, result: Any, request_id: str | None, model: str | None
+    ) -> tuple[Any, ...]:
+        return (attempt_id, as_json(result), self.db.now(), fit(request_id), fit(model))
+
     async def finalize_alone(
         self, attempt_id: str, result: Any, request_id: str | None, model: str | None
-    ) -> FinalizeResult | None:
-        """The winning decision in one round trip; None: the CAS did not win here."""
-        params = (attempt_id, as_json(result), self.db.now(), fit(request_id), fit(model))
+    ) -> JobRecord | None:
+        """The winning decision in one round trip: the decided job, or None: not won here."""
+        params = self._params(attempt_id, result, request_id, model)
         records = await self.db.alone(FINALIZE_ALONE, params)
         if not records:
             return None
         decided = job_of(records)
         # This process's waiters; the statement sent the others' pg_notify itself.
         self.db.hub.publish_job(decided.id, decided)
-        return won(attempt_id, decided)
+        return decided
+
+    async def finalize_locked(
+        self,
+        tx: WriteTx,
+        attempt_id: str,
+        result: Any,
+        request_id: str | None,
+        model: str | None,
+    ) -> JobRecord | None:
+        """The same decision in ``tx``, which holds the job's lock: None: not won."""
+        params = self._params(attempt_id, result, request_id, model)
+        found = await tx.conn.exec_driver_sql(FINALIZE_LOCKED, params)
+        records = found.mappings().all()
+        return job_of(records) if records else None
 
 
 # -- SQLite ------------------------------------------------------------------------------------
@@ -181,13 +213,14 @@ SQLITE_FINISH = (
     "UPDATE attempts SET state = 'succeeded', finished_at = ?, provider_request_id = ?,"
     " reported_model = ? WHERE id = ? AND state = 'running' RETURNING provider"
 )
+#: The winner's unsent siblings (a queued hedge, one waiting for capacity) cancelled.
+SQLITE_CANCEL_UNSENT = (
+    "UPDATE attempts SET state = 'cancelled', finished_at = ?, error = ?"
+    f" WHERE job_id = ? AND state IN {UNSENT_SQL} RETURNING id"
+)
 SQLITE_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? ORDER BY number"
 )
-
-
-class _NotHere(Exception):
-    """The SQLite decision's statements roll back: the general transaction decides."""
 
 
 class SqliteDecisions:
@@ -209,54 +242,63 @@ class SqliteDecisions:
         raw = (await conn.exec_driver_sql(SQLITE_CAS, params)).one_or_none()
         return None if raw is None else self.db.codec.job_row(raw)
 
+    async def win(
+        self, run: Run, attempt_id: str, result: Any, request_id: str | None, model: str | None
+    ) -> JobRecord | None:
+        """The winning decision's statements in ``run``'s write transaction (SQLite has one
+        writer: nothing changes between them): the decided job, or None, with nothing
+        written: the attempt is not running, or the CAS did not win."""
+        codec = self.db.codec
+        running = (await run(SQLITE_RUNNING, (attempt_id,))).rows
+        if not running:
+            return None
+        job_id, read_version = running[0][0], running[0][1]
+        cas = self._cas_params(job_id, read_version, attempt_id, result)
+        decided = (await run(SQLITE_CAS, cas)).rows
+        if not decided:
+            return None
+        job_row = codec.job_row(decided[0])
+        at = codec.bind("attempts", "finished_at", self.db.now())
+        moved = (await run(SQLITE_FINISH, (at, fit(request_id), fit(model), attempt_id))).rows
+        if not moved:  # cannot happen under the one writer; undo it all should it ever
+            raise Stale
+        now = self.db.now()
+        detail = {"version": job_row.version, "provider": moved[0][0]}
+        events = [(job_id, attempt_id, "attempt_succeeded", scrub(detail), now)]
+        error = codec.bind("attempts", "error", {"reason": "job_decided_before_send"})
+        unsent = (await run(SQLITE_CANCEL_UNSENT, (at, error, job_id))).rows
+        events += [(job_id, row[0], "attempt_cancelled", {"why": "decided"}, now) for row in unsent]
+        await run(insert_events_sql(len(events)), codec.event_params(events))
+        siblings = [codec.attempt_row(a) for a in (await run(SQLITE_ATTEMPTS, (job_id,))).rows]
+        return job_record(job_row, siblings)
+
     async def finalize_alone(
         self, attempt_id: str, result: Any, request_id: str | None, model: str | None
-    ) -> FinalizeResult | None:
-        """The winning decision's statements in one write transaction; None, with nothing
-        written: the CAS did not win, or the job has unsent attempts to cancel."""
-        codec = self.db.codec
-        try:
-            async with self.db.statements() as run:
-                running = (await run(SQLITE_RUNNING, (attempt_id,))).rows
-                if not running:
-                    raise _NotHere
-                job_id, read_version = running[0][0], running[0][1]
-                cas = self._cas_params(job_id, read_version, attempt_id, result)
-                decided = (await run(SQLITE_CAS, cas)).rows
-                if not decided:
-                    raise _NotHere
-                job_row = codec.job_row(decided[0])
-                at = codec.bind("attempts", "finished_at", self.db.now())
-                finish = (at, fit(request_id), fit(model), attempt_id)
-                moved = (await run(SQLITE_FINISH, finish)).rows
-                if not moved:  # reaped to `unknown` since the read: undo it all
-                    raise Stale
-                detail = {"version": job_row.version, "provider": moved[0][0]}
-                now = self.db.now()
-                event = [(job_row.id, attempt_id, "attempt_succeeded", scrub(detail), now)]
-                await run(insert_events_sql(1), codec.event_params(event))
-                siblings = [
-                    codec.attempt_row(a) for a in (await run(SQLITE_ATTEMPTS, (job_id,))).rows
-                ]
-                if any(a.state in UNSENT for a in siblings):
-                    raise _NotHere
-        except _NotHere:
-            return None
-        job = job_record(job_row, siblings)
-        self.db.committed({job.id: job}, False)  # as ``Database.write`` does after its commit
-        return won(attempt_id, job)
+    ) -> JobRecord | None:
+        """The winning decision in a write transaction of its own: the decided job, or
+        None: not won."""
+        async with self.db.statements() as run:
+            decided = await self.win(run, attempt_id, result, request_id, model)
+        if decided is not None:  # as ``Database.write`` does after its commit
+            self.db.committed({decided.id: decided}, False)
+        return decided
+
+    async def finalize_locked(
+        self,
+        tx: WriteTx,
+        attempt_id: str,
+        result: Any,
+        request_id: str | None,
+        model: str | None,
+    ) -> JobRecord | None:
+        """The same decision in ``tx``: None: not won."""
+        return await self.win(run_on(tx.conn), attempt_id, result, request_id, model)
 
 
 Decisions = PostgresDecisions | SqliteDecisions
 
 
 # -- both ----------------------------------------------------------------------------------
-
-
-#: A running attempt's job and the version it read (the fallback path's CAS needs them).
-RUNNING_ATTEMPT = sa.select(attempts.c.job_id, attempts.c.read_version).where(
-    attempts.c.id == sa.bindparam("attempt_id"), attempts.c.state == AttemptState.RUNNING.value
-)
 
 
 class Finalizing:
@@ -275,11 +317,11 @@ class Finalizing:
     ) -> FinalizeResult:
         """Compare-and-swap the job's result (R5); the loser is ``lost`` and its payload dropped."""
         try:
-            fast = await self.decisions.finalize_alone(
+            decided = await self.decisions.finalize_alone(
                 attempt_id, result, provider_request_id, reported_model
             )
-            if fast is not None:
-                return fast
+            if decided is not None:
+                return won(attempt_id, decided)
             return await self._decide(attempt_id, result, provider_request_id, reported_model)
         except Stale:
             return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
@@ -291,41 +333,22 @@ class Finalizing:
         provider_request_id: str | None,
         reported_model: str | None,
     ) -> FinalizeResult:
-        """Decide in a transaction of fresh statements: won, lost, or stale."""
-        async with self.db.write() as tx:
-            running = (
-                await tx.conn.execute(RUNNING_ATTEMPT, {"attempt_id": attempt_id})
-            ).one_or_none()
-            job_row = None
-            if running is not None:
-                job_row = await self.decisions.cas(
-                    tx.conn, running.job_id, running.read_version, attempt_id, result
-                )
-            if job_row is None:
+        """Decide holding the job's lock: won (the same decision as alone), lost, or stale."""
+        async with self.db.write_for_attempt(attempt_id) as found:
+            if found is None:
+                return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
+            tx, _ = found
+            decided = await self.decisions.finalize_locked(
+                tx, attempt_id, result, provider_request_id, reported_model
+            )
+            if decided is None:
                 return await self._not_won(tx, attempt_id, result)
-            job_id = job_row.id
-            tx.changed(job_id)
-            finished = {
-                "finished_at": self.db.now(),
-                "provider_request_id": fit(provider_request_id),
-                "reported_model": fit(reported_model),
-            }
-            row = await tx.move(attempt_id, [A.RUNNING], A.SUCCEEDED, finished)
-            if row is None:
-                # Reaped to `unknown` between the CAS's read and its lock: undo it all.
-                raise Stale
-            detail = {"version": job_row.version, "provider": row.provider}
-            await tx.event(job_id, "attempt_succeeded", detail, attempt_id)
-            siblings = await tx.attempt_rows(job_id)
-            if any(a.state in UNSENT for a in siblings):
-                await tx.cancel_unsent(job_id, "decided")
-                siblings = await tx.attempt_rows(job_id)
-            decided = job_record(job_row, siblings)
             tx.decided(decided)
             return won(attempt_id, decided)
 
     async def _not_won(self, tx: WriteTx, attempt_id: str, result: Any) -> FinalizeResult:
-        """The CAS found nothing to swap: the attempt moved (stale), or it lost the race."""
+        """The decision found nothing to swap, the job locked: the attempt moved (stale),
+        it lost the race, or its answer came again."""
         current = await tx.attempt_row(attempt_id)
         if current is not None and current.state == A.SUCCEEDED.value:
             # The same answer again: a try whose commit went through while its answer
@@ -338,11 +361,6 @@ class Finalizing:
                 return won(attempt_id, decided)
         if current is None or current.state != A.RUNNING.value:
             return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
-        # The job before the attempt, the order every writer takes: ``lose`` moves the
-        # attempt, then its event's foreign key wants the job, and the reaper holds the
-        # job and wants the attempt (a deadlock a review reproduced).
-        await tx.lock_job(current.job_id)
-        tx.jobs.add(current.job_id)
         lost = await lose(tx, current.job_id, attempt_id, [A.RUNNING])
         tx.decided(lost.job)
         return lost
