@@ -37,6 +37,7 @@ from gateway.domain.records import (
     ClaimSpec,
     CreateOutcome,
     CreateResult,
+    JobRecord,
     NewJob,
     Principal,
 )
@@ -270,12 +271,19 @@ def created(job: dict[str, Any], attempt: dict[str, Any], claim: ClaimSpec | Non
     return CreateResult(CreateOutcome.CREATED, job_with(row, (first,)), claimed)
 
 
-def existing(records: Sequence[Any], new: NewJob) -> CreateResult:
-    """The job a taken key made, from a row per attempt: a replay, or a conflict."""
-    job = job_of(records)
+def key_taken(job: JobRecord, new: NewJob) -> tuple[CreateResult, str, dict[str, Any]]:
+    """R2 when ``new``'s key already made ``job``: the same fingerprint replays it, another
+    is a conflict; with the audit event each writes (its kind and detail). The one place
+    Python decides it; PostgreSQL's statements decide it in SQL (``key_taken_event``)."""
     if job.fingerprint == new.fingerprint:
-        return CreateResult(CreateOutcome.REPLAYED, job)
-    return CreateResult(CreateOutcome.CONFLICT, job)
+        return CreateResult(CreateOutcome.REPLAYED, job), "replayed", {}
+    detail = {"fingerprint": new.fingerprint}
+    return CreateResult(CreateOutcome.CONFLICT, job), "conflict", detail
+
+
+def existing(records: Sequence[Any], new: NewJob) -> CreateResult:
+    """The job a taken key made, from a row per attempt (its event written in SQL)."""
+    return key_taken(job_of(records), new)[0]
 
 
 # -- how each database creates ------------------------------------------------------------
@@ -310,12 +318,9 @@ class PostgresCreation:
                     )
                 )
             ).one()
-            found = job_record(row, await tx.attempt_rows(row.id))
-            if found.fingerprint == new.fingerprint:
-                await tx.event(found.id, "replayed", {})
-                return CreateResult(CreateOutcome.REPLAYED, found)
-            await tx.event(found.id, "conflict", {"fingerprint": new.fingerprint})
-            return CreateResult(CreateOutcome.CONFLICT, found)
+            outcome, kind, detail = key_taken(job_record(row, await tx.attempt_rows(row.id)), new)
+            await tx.event(row.id, kind, detail)
+            return outcome
 
     async def create_for_key(
         self, secret: str, new: NewJob, claim: ClaimSpec | None
@@ -426,16 +431,9 @@ class SqliteCreation:
             else:
                 ran = await run(SQLITE_JOB_BY_KEY, (new.owner_id, new.idempotency_key))
                 row, tried = codec.job_with_attempts(ran.rows)
-                found = job_record(row, tried)
-                same = found.fingerprint == new.fingerprint
-                kind, detail = (
-                    ("replayed", {}) if same else ("conflict", {"fingerprint": new.fingerprint})
-                )
+                outcome, kind, detail = key_taken(job_record(row, tried), new)
                 event = [(row.id, None, kind, scrub(detail), now)]
                 await run(insert_events_sql(1), codec.event_params(event))
-                outcome = CreateResult(
-                    CreateOutcome.REPLAYED if same else CreateOutcome.CONFLICT, found
-                )
         if claim is None and outcome.outcome is CreateOutcome.CREATED:
             self.db.committed({}, True)  # an unclaimed attempt needs a runner woken
         return outcome
