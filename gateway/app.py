@@ -104,8 +104,8 @@ def create_app(
         exception_handlers={Exception: handle_exception},
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
-            title="onejob",
-            version="1",
+            title="onejob API",
+            version="v1",  # the paths' /v1, not the package's version
             path="/schema",
             description=_DESCRIPTION,
             components=SECURITY_COMPONENTS,

@@ -84,10 +84,22 @@ JOB_REPLAYED = ResponseSpec(
 #: The filters' values, documented; checked by the service after authentication (400).
 STATUS_ENUM: dict[str, Any] = {"enum": [s.value for s in JobStatus]}
 STATE_ENUM: dict[str, Any] = {"enum": [s.value for s in AttemptState]}
-#: A page size as plain decimal digits: ``1e3``, ``+5`` or ``1.0`` are refused, not coerced;
-#: the patterns say the ranges too (1-100 jobs, 1-1000 attempts), as the service checks.
-JOBS_LIMIT_PATTERN = r"^(?:[1-9][0-9]?|100)$"
-ATTEMPTS_LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"
+
+
+def page_limit(pattern: str, most: int, default: int, what: str) -> Any:
+    """Declare a ``limit``: read as plain decimal digits (``pattern``, which says the range
+    too, as the service checks: ``1e3``, ``+5``, ``1.0`` are a 400 naming it, not coerced),
+    documented as the integer 1..``most`` it is (it read as a string with a regex)."""
+    integer = {"one_of": None, "pattern": None, "type": "integer", "minimum": 1, "maximum": most}
+    return QueryParameter(
+        pattern=pattern,
+        description=f"{what} (default {default}).",
+        schema_extra={**integer, "default": default},
+    )
+
+
+JOBS_LIMIT = page_limit(r"^(?:[1-9][0-9]?|100)$", 100, 20, "Jobs on a page")
+ATTEMPTS_LIMIT = page_limit(r"^(?:[1-9][0-9]{0,2}|1000)$", 1000, 100, "Attempts listed")
 #: An Idempotency-Key as stored: 1-255 printable ASCII characters, an sf-string unquoted.
 KEY_PATTERN = r"^[ -~]{1,255}$"
 KEY_DOC = (
@@ -202,7 +214,7 @@ async def list_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
-    limit: Annotated[str | None, QueryParameter(pattern=JOBS_LIMIT_PATTERN)] = None,
+    limit: Annotated[str | None, JOBS_LIMIT] = None,
     cursor: Annotated[str | None, QueryParameter(pattern=CURSOR_PATTERN)] = None,
     owner: Annotated[
         str | None, QueryParameter(min_length=1, max_length=200, description=OWNER_DOC)
@@ -271,7 +283,7 @@ async def admin_attempts(
     attempt_state: Annotated[
         str | None, QueryParameter(name="state", schema_extra=STATE_ENUM)
     ] = None,
-    limit: Annotated[str | None, QueryParameter(pattern=ATTEMPTS_LIMIT_PATTERN)] = None,
+    limit: Annotated[str | None, ATTEMPTS_LIMIT] = None,
 ) -> Response[Any]:
     """List attempts in a state, all owners (admin)."""
     service = service_of(request)
@@ -286,7 +298,7 @@ async def admin_jobs(
     request: Request[Any, Any, Any],
     principal: Caller,
     status: Annotated[str | None, QueryParameter(schema_extra=STATUS_ENUM)] = None,
-    limit: Annotated[str | None, QueryParameter(pattern=JOBS_LIMIT_PATTERN)] = None,
+    limit: Annotated[str | None, JOBS_LIMIT] = None,
     cursor: Annotated[str | None, QueryParameter(pattern=CURSOR_PATTERN)] = None,
 ) -> Response[Any]:
     """List every owner's jobs, newest first, a page at a time (admin)."""

@@ -222,3 +222,19 @@ async def test_a_cursor_the_gateway_issued_matches_its_pattern_and_one_off_it_is
     for cursor in ("0", "am9iXw", page["next_cursor"] + "A", page["next_cursor"][:-1]):
         r = await client.get("/v1/jobs", params={"limit": 1, "cursor": cursor}, headers=keys.auth())
         assert r.status_code == 400, (cursor, r.text)
+
+
+async def test_the_document_is_titled_for_its_api_and_types_limit_as_a_bounded_integer(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = await _doc(client)
+    # The reference page heads with "title (version)": it read "onejob (1)".
+    assert (doc["info"]["title"], doc["info"]["version"]) == ("onejob API", "v1")
+    for path, most in (("/v1/jobs", 100), ("/v1/admin/jobs", 100), ("/v1/admin/attempts", 1000)):
+        (limit,) = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "limit"]
+        schema = limit["schema"]
+        # It was a string matching a regex; the server still reads it as plain digits.
+        default = 100 if most == 1000 else 20
+        assert "pattern" not in schema and "oneOf" not in schema, schema
+        shown = {k: schema.get(k) for k in ("type", "minimum", "maximum", "default")}
+        assert shown == {"type": "integer", "minimum": 1, "maximum": most, "default": default}
