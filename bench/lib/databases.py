@@ -37,10 +37,11 @@ def libpq(url: str) -> str:
 
 async def prepare(url: str) -> str:
     """Migrate and create an API key; return the key."""
+    from gateway.settings import ShortcutsConfig
     from gateway.store import open_store, upgrade_database
 
     await upgrade_database(url)
-    store = await open_store(url)
+    store = await open_store(url, shortcuts=ShortcutsConfig.from_env())
     try:
         _, key = await store.create_api_key("bench", frozenset({"jobs"}))
     finally:
@@ -59,7 +60,7 @@ import asyncio, sys
 from gateway.store import open_store, upgrade_database
 async def main(url):
     await upgrade_database(url)
-    store = await open_store(url)
+    store = await open_store(url)  # that version's own default
     try:
         _, key = await store.create_api_key("bench", frozenset({"jobs"}))
     finally:

@@ -86,13 +86,12 @@ class SqlJobStore(
         clock: Clock | None = None,
         ids: IdFactory | None = None,
         database: DatabaseConfig | None = None,
-        shortcuts: ShortcutsConfig | None = None,
+        shortcuts: ShortcutsConfig,
     ) -> None:
         self.engine = engine
         self.hub = hub or ChangeHub()
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
-        shortcuts = shortcuts or ShortcutsConfig.from_env()
         #: Whether the database answers, as this process saw last (one log line a change).
         self.health = DatabaseHealth(self.ping)
         self.unsent = UnsentClaims()
@@ -145,16 +144,16 @@ async def open_store(
     ids: IdFactory | None = None,
     processes: int = 1,
     database: DatabaseConfig | None = None,
-    shortcuts: ShortcutsConfig | None = None,
+    shortcuts: ShortcutsConfig,
 ) -> SqlJobStore:
     """Create the engine and the store (the caller runs migrations first).
 
     ``processes``: how many server processes of one host share the database's
     connection budget (``onejob serve --workers``); each gets its share of the pool.
     ``database``: the deadlines of every wait on the database (``DatabaseConfig``).
-    ``shortcuts``: which speed shortcuts run (default: ``ONEJOB_SHORTCUTS``'s).
+    ``shortcuts``: which speed shortcuts run, chosen by the caller (the composition root
+    passes the settings'; the store never reads ``ONEJOB_SHORTCUTS`` itself).
     """
-    shortcuts = shortcuts or ShortcutsConfig.from_env()
     engine = make_engine(
         database_url,
         processes=processes,

@@ -63,3 +63,33 @@ def test_the_check_finds_a_routes_built_and_a_seam_asked() -> None:
         (1, "Routes built"),
         (2, "isinstance against the seam ShadowStore"),
     ]
+
+
+def env_reads(tree: ast.AST) -> list[int]:
+    """Lines that read ``ONEJOB_SHORTCUTS`` (``ShortcutsConfig.from_env``)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "from_env"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "ShortcutsConfig"
+    ]
+
+
+def test_the_shortcut_choice_is_made_by_the_settings_only() -> None:
+    """The store and the dispatcher take the shortcuts they are given: ``Settings`` reads
+    ``ONEJOB_SHORTCUTS`` once, and the composition root passes its choice on."""
+    offences = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "gateway").rglob("*.py"))
+        if str(path.relative_to(ROOT)) != "gateway/settings.py"
+        for line in env_reads(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert offences == [], "\n".join(offences)
+
+
+def test_the_check_finds_a_read_of_the_environment() -> None:
+    source = "x = 1\nshortcuts = shortcuts or ShortcutsConfig.from_env()\n"
+    assert env_reads(ast.parse(source)) == [2]

@@ -22,6 +22,7 @@ from fault_relay import FAST, FaultRelay
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, NewJob
 from gateway.domain.states import AttemptState
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 pytestmark = [
@@ -52,7 +53,7 @@ def new_job(key: str) -> NewJob:
 @pytest.fixture
 async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
     """A store whose every connection goes through the relay."""
-    s = await open_store(relayed_url, database=FAST)
+    s = await open_store(relayed_url, database=FAST, shortcuts=ShortcutsConfig.from_env())
     try:
         yield s
     finally:
@@ -62,7 +63,7 @@ async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
 @pytest.fixture
 async def direct(pg_url: str) -> AsyncIterator[SqlJobStore]:
     """A store on the same database, around the relay: what really committed."""
-    s = await open_store(pg_url)
+    s = await open_store(pg_url, shortcuts=ShortcutsConfig.from_env())
     try:
         yield s
     finally:

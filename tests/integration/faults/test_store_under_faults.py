@@ -22,6 +22,7 @@ from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, CreateOutcome, FinalizeOutcome, NewJob
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.notify import ChangeHub, RelayState, listen_postgres
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.failures import DatabaseUnreachable, outcome_unknown
 from gateway.store.pg_connections import PostgresConnector
@@ -55,7 +56,7 @@ def new_job(key: str) -> NewJob:
 @pytest.fixture
 async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
     """A store whose every connection goes through the relay."""
-    s = await open_store(relayed_url, database=FAST)
+    s = await open_store(relayed_url, database=FAST, shortcuts=ShortcutsConfig.from_env())
     try:
         yield s
     finally:
@@ -65,7 +66,7 @@ async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
 @pytest.fixture
 async def direct(pg_url: str) -> AsyncIterator[SqlJobStore]:
     """A store on the same database, around the relay: what really committed."""
-    s = await open_store(pg_url)
+    s = await open_store(pg_url, shortcuts=ShortcutsConfig.from_env())
     try:
         yield s
     finally:
@@ -222,7 +223,7 @@ async def test_a_new_connection_to_a_silent_database_fails_at_the_connect_deadli
     relayed_url: str, relay: FaultRelay
 ) -> None:
     relay.silence()
-    store = await open_store(relayed_url, database=FAST)
+    store = await open_store(relayed_url, database=FAST, shortcuts=ShortcutsConfig.from_env())
     try:
         error = await fails_within(
             store, FAST.connect_timeout + SLACK, store.create_or_get(new_job("cold"))
@@ -351,7 +352,9 @@ async def test_a_checkout_cancelled_mid_ping_answers_by_the_statements_deadline(
     monkeypatch.setattr(engine_module, "IDLE_PING_AFTER", 0.2)
     monkeypatch.setattr(pg_bare, "IDLE_PING_AFTER", 0.2)
     monkeypatch.setattr(engine_module, "PING_TIMEOUT", 5.0)
-    store = await open_store(relayed_url, database=DatabaseConfig(timeout=5.0))
+    store = await open_store(
+        relayed_url, database=DatabaseConfig(timeout=5.0), shortcuts=ShortcutsConfig.from_env()
+    )
     try:
         await store.db.alone("SELECT 1", [])
         await asyncio.sleep(0.3)  # idle long enough to be pinged at its next checkout

@@ -35,7 +35,7 @@ from gateway.app import create_app, settings_for_tests
 from gateway.bootstrap import postgres_relay
 from gateway.http.edge import EdgeProtocol
 from gateway.notify import ChangeHub
-from gateway.settings import DatabaseConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store, upgrade_database
 from scenarios.pgautoctl import fetch, pg_autoctl, pg_bindir
 from scenarios.pgcluster import PgAutoFailoverCluster
@@ -134,7 +134,9 @@ async def test_acknowledged_jobs_survive_a_switchover_and_a_sigkill_under_load(
         url = cluster.multi_host_url
         await upgrade_database(url)
         hub = ChangeHub()
-        store = await open_store(url, hub=hub, database=DEADLINES)
+        store = await open_store(
+            url, hub=hub, database=DEADLINES, shortcuts=ShortcutsConfig.from_env()
+        )
         try:
             _, key = await store.create_api_key("alice", frozenset({"jobs"}))
             app = create_app(

@@ -25,7 +25,7 @@ from litestar import Litestar
 from sqlalchemy.engine import make_url
 
 from gateway.app import create_app, settings_for_tests
-from gateway.settings import DatabaseConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "faults"))  # the relay
@@ -86,7 +86,7 @@ async def gateway_behind(
     certifications: Any,
     served: Callable[[Litestar], contextlib.AbstractAsyncContextManager[str]],
 ) -> AsyncIterator[tuple[str, str, SqlJobStore]]:
-    store = await open_store(relayed_url, database=DEADLINE)
+    store = await open_store(relayed_url, database=DEADLINE, shortcuts=ShortcutsConfig.from_env())
     try:
         _, api_key = await store.create_api_key("alice", frozenset({"jobs"}))
         app = create_app(
@@ -176,7 +176,7 @@ async def test_a_silent_database_under_load_gets_timely_503s_and_recovers_at_onc
 
     # Nothing acknowledged is lost.
     created = [what for *_, status, what in clients.answers if status == 201]
-    store = await open_store(database_url)
+    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
     try:
         for job_id in created:
             assert await store.get_job(job_id, "alice") is not None, job_id

@@ -23,7 +23,7 @@ from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.views import admin_attempt_view
 from gateway.metrics import Metrics, ReconcileOutcome
 from gateway.reconciler import Reconciler
-from gateway.settings import Settings, simulator_defaults
+from gateway.settings import Settings, ShortcutsConfig, simulator_defaults
 from gateway.store import SqlJobStore, open_store
 from providers.base import ProviderResult, Usage
 from providers.lookup import StoredAnswer
@@ -110,7 +110,9 @@ async def resolutions(store: SqlJobStore, job_id: str) -> list[dict[str, Any]]:
 async def test_two_reconcilers_and_an_admin_racing_on_one_attempt_make_exactly_one_decision(
     store: SqlJobStore, database_url: str
 ) -> None:
-    other = await open_store(database_url)  # a second process: its own engine
+    other = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env()
+    )  # a second process: its own engine
     try:
         for round_ in range(3):
             attempt = await unknown_attempt(store, key=f"race-{round_}")
@@ -244,7 +246,7 @@ async def test_only_attempts_past_their_grace_on_reconcilable_providers_are_due(
     database_url: str,
 ) -> None:
     clock = ManualClock()
-    store = await open_store(database_url, clock=clock)
+    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
     try:
         attempt = await unknown_attempt(store)  # deadline: one second after its claim
         rec = reconciler(store, StoredCompletions(), grace=10.0, clock=clock)

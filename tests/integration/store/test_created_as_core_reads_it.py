@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from gateway.domain.ports import Clock
 from gateway.domain.records import AddAttemptOutcome, ClaimSpec, CreateOutcome, FinalizeOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import job_events
 
@@ -52,7 +53,9 @@ async def test_a_claimed_creation_reads_back_column_for_column(
         dt.datetime(2026, 12, 1, 20, 0, 0, tzinfo=dt.UTC),  # no microseconds
         dt.datetime(2026, 12, 1, 20, 0, 0, 123456, tzinfo=dt.UTC),
     ):
-        store = await open_store(database_url, clock=FixedClock(at))
+        store = await open_store(
+            database_url, clock=FixedClock(at), shortcuts=ShortcutsConfig.from_env()
+        )
         try:
             claim = ClaimSpec(worker_id="w-1", lease_ttl=30.0, deadline_s=12.5)
             made = await store.create_or_get(
@@ -150,7 +153,10 @@ async def test_sqlite_that_cannot_be_opened_is_unavailable(tmp_path: Any, make_j
     from gateway.store.failures import database_unavailable
 
     before = set(threading.enumerate())
-    store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/missing/dir/onejob.db")
+    store = await open_store(
+        f"sqlite+aiosqlite:///{tmp_path}/missing/dir/onejob.db",
+        shortcuts=ShortcutsConfig.from_env(),
+    )
     try:
         with pytest.raises(sa.exc.DBAPIError) as caught:
             await store.create_or_get(make_job())

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from gateway.domain.records import CreateOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -51,7 +52,10 @@ async def test_fifty_concurrent_identical_creations_make_one_job(
 async def test_two_engines_on_one_database_still_make_one_job(
     database_url: str, make_job: Any
 ) -> None:
-    first, second = await open_store(database_url), await open_store(database_url)
+    first, second = (
+        await open_store(database_url, shortcuts=ShortcutsConfig.from_env()),
+        await open_store(database_url, shortcuts=ShortcutsConfig.from_env()),
+    )
     try:
         results = await asyncio.gather(
             *(s.create_or_get(make_job()) for _ in range(25) for s in (first, second))

@@ -285,7 +285,7 @@ async def test_the_reaper_against_a_late_answer_is_one_or_the_other(
     database_url: str, path: Decide
 ) -> None:
     clock = ManualClock()
-    store = await open_store(database_url, clock=clock)
+    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
     try:
         for _ in range(10):
             job_id, primary, hedge = await running_pair(store)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gateway.notify import ChangeHub, listen_postgres
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.pg_connections import PostgresConnector
 
@@ -37,7 +38,7 @@ class CountingHub(ChangeHub):
 async def process(url: str) -> AsyncIterator[tuple[SqlJobStore, CountingHub]]:
     """One gateway process's store and hub, with its LISTEN relay running."""
     hub = CountingHub()
-    store = await open_store(url, hub=hub)
+    store = await open_store(url, hub=hub, shortcuts=ShortcutsConfig.from_env())
     stop = asyncio.Event()
     relay = asyncio.create_task(listen_postgres(PostgresConnector(url).connect, hub, stop))
     try:

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
 from gateway.domain.shadow_records import ShadowOutcome
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, shadow_checks
 
@@ -50,7 +51,7 @@ async def test_only_jobs_their_primary_won_are_candidates_in_order_past_the_curs
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock)
+    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
     try:
         first = await succeeded(store, make_job, "a")
         clock.advance(1)
@@ -76,7 +77,9 @@ async def test_only_jobs_their_primary_won_are_candidates_in_order_past_the_curs
 async def test_a_check_is_claimed_once_with_its_own_key_and_leaves_the_job_alone(
     database_url: str, make_job: Any
 ) -> None:
-    store = await open_store(database_url, clock=ManualClock(START))
+    store = await open_store(
+        database_url, clock=ManualClock(START), shortcuts=ShortcutsConfig.from_env()
+    )
     try:
         job_id = await succeeded(store, make_job, "a")
         job_before = await store.get_job(job_id)
@@ -106,7 +109,7 @@ async def test_the_tally_counts_the_newest_judged_checks_since_the_certificate(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock)
+    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
     try:
         outcomes = [ShadowOutcome.AGREED] * 3 + [ShadowOutcome.DISAGREED] * 2
         outcomes += [ShadowOutcome.ERROR]
@@ -144,7 +147,7 @@ async def test_retention_removes_a_jobs_shadow_checks_with_it(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock)
+    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
     try:
         old = await succeeded(store, make_job, "old")
         await store.begin_shadow_check(old, CONTRACT, "p", "f")

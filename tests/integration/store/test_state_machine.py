@@ -31,6 +31,7 @@ from gateway.domain.states import (
     can_move,
     job_status_for,
 )
+from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 TEMPLATE: Path | None = None
@@ -54,7 +55,11 @@ class JobLifecycle(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
         self.store: SqlJobStore = self.run(
-            open_store(f"sqlite+aiosqlite:///{self.dir / 'db.sqlite'}", clock=self.clock)
+            open_store(
+                f"sqlite+aiosqlite:///{self.dir / 'db.sqlite'}",
+                clock=self.clock,
+                shortcuts=ShortcutsConfig.from_env(),
+            )
         )
         self.job_id = ""
         self.seen: dict[str, AttemptState] = {}
