@@ -44,6 +44,9 @@ from providers.base import ProviderResult
 from providers.config import ProviderConfig
 from providers.model_identity import model_matches
 
+#: Loop turns the waiters a decision woke get before the decider's bookkeeping.
+WAITERS_FIRST = 2
+
 #: The dispatcher's log lines share one logger, whichever module writes them.
 
 
@@ -98,11 +101,10 @@ class Outcomes:
             fin = await persist(self.store, self.config.decision_retry, "decision", decide, exc)
         if fin.outcome is FinalizeOutcome.STALE:
             fin = await late_answer(self.store, self.worker_id, attempt, result, fin)
-        if self.settings.shortcuts.write_batching:
-            # Two loop turns for this process's waiters, woken by the decision, before the
-            # bookkeeping below: one to answer, one for the edge to send what they wrote
-            # (gateway.http.edge.OneWritePerTurn sends a turn's writes at its end).
-            await asyncio.sleep(0)
+        # The waiters this decision woke answer before the bookkeeping below (the model
+        # check, metrics, logs): a loop turn for them to answer, one for what they wrote
+        # to go out, whatever the server does with a turn's writes.
+        for _ in range(WAITERS_FIRST):
             await asyncio.sleep(0)
         await self._check_model(job, attempt, result)
         outcome = {

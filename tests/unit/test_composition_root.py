@@ -93,3 +93,12 @@ def test_the_shortcut_choice_is_made_by_the_settings_only() -> None:
 def test_the_check_finds_a_read_of_the_environment() -> None:
     source = "x = 1\nshortcuts = shortcuts or ShortcutsConfig.from_env()\n"
     assert env_reads(ast.parse(source)) == [2]
+
+
+def test_the_dispatcher_knows_nothing_of_the_http_edge() -> None:
+    """The dispatcher lets woken waiters answer before its bookkeeping whatever the server
+    does (it waited only when the edge's ``write_batching`` was on, reading its setting)."""
+    for path in sorted((ROOT / "gateway/dispatch").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "write_batching" not in text, path
+        assert "gateway.http" not in text, path
