@@ -20,7 +20,7 @@ def progress_printer(
 ) -> Callable[[Progress], None]:
     """A line per certified unit (and a live case counter on a terminal) on ``out``;
     ``widths``: the longest provider and contract names, so the columns line up."""
-    from cli.lines import clipped
+    from reports.lines import clipped
 
     provider_width, contract_width = widths
     finished = 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cli.arguments import Subcommands
-from cli.lines import clipped
+from reports.lines import clipped
 
 if TYPE_CHECKING:
     from scenarios.model import RunReport, ScenarioResult

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from cli.certify_output import progress_printer
-from cli.lines import clipped
 from cli.scenarios import progress_line, summary_table
+from reports.lines import clipped
 from scenarios.model import RunReport, ScenarioResult, Verdict
 
 

@@ -60,7 +60,8 @@ async def test_a_second_run_keeps_the_first_runs_report(
     assert "every run: " + str(tmp_path / "index.html") in second_out.getvalue()
 
     index_md = (tmp_path / "index.md").read_text()
-    assert index_md.index(runs[1].name) < index_md.index(runs[0].name)  # newest first
+    # newest first (a run's id may be another's with -2 after it: match the whole cell)
+    assert index_md.index(f"| {runs[1].name} |") < index_md.index(f"| {runs[0].name} |")
     assert "FAILED: 1 FAIL" in index_md and "passed: 1 PASS" in index_md
     index_html = (tmp_path / "index.html").read_text()
     assert f'href="runs/{runs[0].name}/scenarios.html"' in index_html

@@ -1,4 +1,5 @@
-"""How the commands fit a sentence to a line: cut at the end of a word, and say so."""
+"""Fit a sentence to a line: cut after a whole word, and say so (the commands' progress
+lines and summaries, a scenario check's detail)."""
 
 from __future__ import annotations
 
