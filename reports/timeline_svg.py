@@ -134,7 +134,12 @@ _END_LABELS = {
 
 def render_timeline(marks: Sequence[TimelineMark], title: str = "") -> str:
     """Return one ``<svg>`` element drawing ``marks``; an empty timeline says so."""
-    lanes = sorted({m.lane for m in marks}, key=_lane_rank)
+    # Each group (the scenario, attempts, the rest, provider calls) in the order its lanes
+    # began: "after attempt 1" is drawn below "before attempt 1", as it happened.
+    began: dict[str, float] = {}
+    for m in marks:
+        began[m.lane] = min(m.at, began.get(m.lane, m.at))
+    lanes = sorted(began, key=lambda lane: (_lane_rank(lane)[0], began[lane], _lane_rank(lane)))
     height = TOP + max(len(lanes), 1) * LANE_HEIGHT + LEGEND_HEIGHT
     label = escape(title or "timeline")
     out = [

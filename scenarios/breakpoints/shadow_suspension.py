@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from providers.simulator.control_client import SimulatorControl
+from reports.lines import clipped
 from scenarios.context import ScenarioContext, brief, listed
 from scenarios.model import MarkKind, TimelineMark
 from scenarios.registry import scenario
@@ -322,7 +323,7 @@ async def can_i_failover_says_why(ctx: ScenarioContext, s: Stage) -> None:
     ctx.expect(
         code == 1 and said.startswith("no: suspended"),
         "can-i-failover says no: suspended",
-        f"exit {code}: {said[-400:]}",
+        f"exit {code}: {clipped(said.strip(), 400)}",
     )
     tally = next((line for line in said.splitlines() if line.startswith("shadow checks")), "")
     counts = TALLY.search(tally)
@@ -332,5 +333,5 @@ async def can_i_failover_says_why(ctx: ScenarioContext, s: Stage) -> None:
         and int(counts["disagreed"]) >= 1
         and "category" in counts["fields"],
         "can-i-failover gives the shadow checks' tally and the field that disagreed",
-        tally or said[-400:],
+        tally or clipped(said.strip(), 400),
     )

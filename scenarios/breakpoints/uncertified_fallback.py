@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from reports.lines import clipped
 from scenarios.certs import CERTIFY_TIMEOUT, certify_args
 from scenarios.context import ScenarioContext, brief, winner_of
 from scenarios.harness import HarnessError
@@ -71,7 +72,10 @@ async def uncertified_fallback(ctx: ScenarioContext) -> None:
         "--registry",
         str(s.config.certifications_path),
     )
-    ctx.expect(gate[0] == 0, "can-i-failover now says yes", (gate[1] + gate[2])[-300:])
+    # Its answer opens the output ("yes: …" or "no: …"): the detail keeps the start.
+    ctx.expect(
+        gate[0] == 0, "can-i-failover now says yes", clipped((gate[1] + gate[2]).strip(), 300)
+    )
     calls_before = len(await ctx.sim_calls(s.sim))
     await ctx.script(s.sim, SIM_OPENAI, [{"kind": "status", "code": 500}])
     created = await post_job(ctx, s.gateway, s.key, "uf-2", ctx.job_body(s.contract), wait=15)

@@ -72,7 +72,7 @@ def test_the_html_report_shows_the_verdict_table_with_model_fingerprint_and_expi
     report: dict[str, Any],
 ) -> None:
     html = report["html"]
-    table = html[html.index('<table id="failover">') : html.index("<h2>Provider &times;")]
+    table = html[html.index('<table id="failover">') : html.index('<h2 id="usage">')]
     allowed = re.search(r'<tr data-pair="faithful->faithful-claude".*?</tr>', table, re.S)
     refused = re.search(r'<tr data-pair="faithful->drifting".*?</tr>', table, re.S)
     assert allowed and refused, table[:2000]
@@ -82,9 +82,17 @@ def test_the_html_report_shows_the_verdict_table_with_model_fingerprint_and_expi
     for text in ("sim-gpt", "sim-claude", f"{fingerprint}…", "expires 20", "(current)"):
         assert text in row, text
     assert 'class="refused"' in refused.group(0)
-    matrix = html[html.index("<h2>Provider &times;") : html.index("<h2>Latency")]
+    matrix = html[html.index('<h2 id="matrix">') : html.index('<h2 id="failover-pairs">')]
     assert f"<code>{fingerprint}…</code>" in matrix and "model <code>sim-claude</code>" in matrix
     assert "<script" not in html.lower()
+    # It opens with the summary and the contents, then the provider x contract table; the
+    # failover table (36 rows in a --sim run) comes after it.
+    summary = html[html.index('<p id="summary">') : html.index("</nav>")]
+    assert "3 provider(s) &times; 1 contract(s)" in summary
+    assert "2 failover pair(s):\n1 allowed, 1 refused." in summary
+    for anchor in ("matrix", "failover-pairs", "usage", "variants", "failures"):
+        assert f'href="#{anchor}"' in summary and f'id="{anchor}"' in html, anchor
+    assert html.index('id="summary"') < html.index('id="matrix"') < html.index('id="failover"')
 
 
 @pytest.mark.skipif(chromium_binary() is None, reason="chromium is not installed")
@@ -92,3 +100,8 @@ def test_the_html_report_renders_in_chromium(report: dict[str, Any]) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     png = screenshot(report["path"], SHOTS / "contracts-1280.png", width=1280, height=1100)
     assert png.stat().st_size > 10_000
+
+
+async def test_the_html_report_fits_a_phone(report: dict[str, Any], on_a_phone: Any) -> None:
+    found = await on_a_phone(report["path"], "contracts")
+    assert found == {"width": 390, "wide": 0, "small": 0, "cut": 0}, found

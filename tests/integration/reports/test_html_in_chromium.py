@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,3 +35,14 @@ def test_the_report_screenshot_is_written(tmp_path: Path, mixed_report: RunRepor
     shot = screenshot(page, tmp_path / "scenarios.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000  # a blank page is a few kB
+
+
+async def test_the_scenario_report_fits_a_phone_with_readable_timelines(
+    tmp_path: Path, mixed_report: RunReport, on_a_phone: Any
+) -> None:
+    page = tmp_path / "scenarios.html"
+    page.write_text(html(mixed_report))
+    found = await on_a_phone(page, "scenarios")
+    # The page was laid out 980 px wide and shrunk: tables ran off the screen, the
+    # timelines' text was drawn a few pixels high.
+    assert found == {"width": 390, "wide": 0, "small": 0, "cut": 0}, found

@@ -128,3 +128,26 @@ def test_a_run_rebuilt_from_its_json_renders_the_same(mixed_report: RunReport) -
     rebuilt = run_report_from_json(json.loads(canonical_json(mixed_report)))
     assert canonical_json(rebuilt) == canonical_json(mixed_report)
     assert html(rebuilt) == html(mixed_report)
+
+
+def test_lanes_of_a_group_are_drawn_in_the_order_they_began() -> None:
+    marks = [
+        TimelineMark(0.0, "scenario", MarkKind.ACTION, "start"),
+        TimelineMark(5.0, "after attempt 1 · sim-openai", MarkKind.SENT, "sent"),
+        TimelineMark(6.0, "after attempt 2 · sim-anthropic", MarkKind.SENT, "sent"),
+        TimelineMark(1.0, "before attempt 1 · sim-openai", MarkKind.SENT, "sent"),
+        TimelineMark(5.1, "after call #2 · sim-openai", MarkKind.CALL_RECEIVED, "k"),
+        TimelineMark(1.1, "before call #1 · sim-openai", MarkKind.CALL_RECEIVED, "k"),
+    ]
+    root = ET.fromstring(render_timeline(marks, "t"))
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    lanes = [g.get("data-lane") for g in root.findall("s:g[@data-lane]", ns)]
+    # They ran in alphabetical order: "after attempt 1, after attempt 2, before attempt 1".
+    assert lanes == [
+        "scenario",
+        "before attempt 1 · sim-openai",
+        "after attempt 1 · sim-openai",
+        "after attempt 2 · sim-anthropic",
+        "before call #1 · sim-openai",
+        "after call #2 · sim-openai",
+    ]
