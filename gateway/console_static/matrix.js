@@ -4,7 +4,7 @@
 
 import { api, describe } from "./api.js";
 import { clock, providerCapacity } from "./capacity.js";
-import { age, badge, every, fill, h, keepingFocus, td, when } from "./dom.js";
+import { age, badge, every, fill, h, keepingFocus, stamp, td, when } from "./dom.js";
 
 const CAPACITY_REFRESH_MS = 3000; // a circuit opens and closes in seconds: follow it
 
@@ -50,9 +50,9 @@ function certCell(label, row, provider, cert) {
     label,
     badge(cert.verdict, cert.verdict),
     " ",
-    h("span", {}, `certified ${when(cert.certified_at)}`),
+    h("span", {}, "certified ", stamp(cert.certified_at)),
     h("br"),
-    h("span", { class: soon ? "soon" : null }, `expires ${when(cert.expires_at)} (${age(cert.expires_at)})`),
+    h("span", { class: soon ? "soon" : null }, "expires ", stamp(cert.expires_at), ` (${age(cert.expires_at)})`),
     cert.run_id ? [h("br"), h("span", { class: "muted" }, "run ", h("code", {}, cert.run_id))] : null,
     cert.production && cert.production.length ? [h("br"), productionFacts(cert)] : null,
     h("br"),
@@ -199,7 +199,7 @@ function usageFacts(cert, row) {
 
 function expiryCell(row) {
   if (!row.expires_at) return td("Expires", h("span", { class: "muted" }, "– (a certificate is missing)"));
-  return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, when(row.expires_at)));
+  return td("Expires", h("span", { class: "expiry" }, expiresIn(row.days_to_expiry)), " ", expiryMark(row), h("br"), h("span", { class: "muted" }, stamp(row.expires_at)));
 }
 
 /** The certificates behind the rows that are due, each once: the earlier one of its pair. */
@@ -365,7 +365,7 @@ export async function renderMatrix(view) {
                     "data-over-budget": String(Boolean(row.fallback_certificate?.usage?.over_budget.length)),
                     class: row.suspended ? "suspended" : null,
                   },
-                  td("Primary → fallback", h("span", { class: "pair-names" }, `${row.primary} → ${row.fallback}`), slot),
+                  td("Primary → fallback", h("span", { class: "pair-names" }, h("span", { class: "name" }, row.primary), " → ", h("span", { class: "name" }, row.fallback)), slot),
                   td("Failover", badge(row.allowed ? "allowed" : "refused"), row.suspended ? [" ", badge("suspended", "suspended")] : null),
                   whyCell(row),
                   usageCell(row),
@@ -418,8 +418,8 @@ export async function renderCertificate(view, ctx, contract, provider) {
       h("dt", {}, "Mode"), h("dd", {}, cert.mode),
       h("dt", {}, "Model"), h("dd", {}, cert.model),
       h("dt", {}, "Adapter"), h("dd", {}, cert.adapter_version),
-      h("dt", {}, "Certified"), h("dd", {}, when(cert.certified_at)),
-      h("dt", {}, "Expires"), h("dd", {}, `${when(cert.expires_at)} (${expiresIn(cert.days_to_expiry)})`),
+      h("dt", {}, "Certified"), h("dd", {}, stamp(cert.certified_at)),
+      h("dt", {}, "Expires"), h("dd", {}, stamp(cert.expires_at), ` (${expiresIn(cert.days_to_expiry)})`),
       h("dt", {}, "Run"), h("dd", {}, cert.run_id ? h("code", {}, cert.run_id) : "–"),
       h("dt", {}, "Cases × repeats"), h("dd", {}, `${cert.cases ?? "?"} × ${cert.repeats ?? "?"}`),
       h("dt", {}, "Latency & cost"), h("dd", { class: "usage" }, usageFacts(cert, row)),

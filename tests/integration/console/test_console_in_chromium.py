@@ -757,15 +757,17 @@ async def test_an_admin_opens_on_every_owners_jobs_and_may_narrow_them_to_one(
     assert watched.errors == [], watched.errors
 
 
-#: Ids, and the date and the clock of each time, with how many lines each takes.
-UNBROKEN = """Array.from(document.querySelectorAll('#view .mono.id, #view .stamp > span'))
+#: Ids, the date and the clock of each time and the providers' names of a pair, with how many
+#: lines each takes.
+UNBROKEN = """Array.from(document.querySelectorAll(
+    '#view .mono.id, #view .stamp > span, #view .pair-names .name'))
   .filter((e) => e.offsetParent !== null)
   .map((e) => [e.textContent, e.getClientRects().length,
                e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight)])"""
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-async def test_a_job_page_is_titled_for_its_job_and_keeps_ids_and_times_whole(
+async def test_a_job_page_is_titled_for_its_job_and_ids_times_and_names_stay_whole(
     stack: Any, open_page: Any, shoot: Any, width: int
 ) -> None:
     job = (await stack.api().create(case_input(13), wait=10)).json()
@@ -794,6 +796,12 @@ async def test_a_job_page_is_titled_for_its_job_and_keeps_ids_and_times_whole(
     await expect(page).to_have_title(
         "Certificate: sim-anthropic on ticket-triage@1 · onejob console"
     )
+    await assert_whole(page, f"certificate-{width}")
+    await page.goto(f"{stack.url}#/matrix")
+    await expect(page.locator("table.matrix").first).to_be_visible()
+    await expect(page).to_have_title("Failover matrix · onejob console")
+    await assert_whole(page, f"matrix-{width}")
+    await assert_fits(page, f"matrix-{width}")
     assert watched.errors == [], watched.errors
 
 
