@@ -33,7 +33,7 @@ from gateway.background import (
     provider_http_client,
 )
 from gateway.capacity.gate import Capacity
-from gateway.database_url import DatabaseKind
+from gateway.database_url import relay_url
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import (
     BackgroundService,
@@ -149,7 +149,8 @@ def certifications_for(settings: Settings) -> Certifications:
 def postgres_relay(runtime: Runtime) -> BackgroundService:
     """Build the LISTEN relay (only for a database that has LISTEN: PostgreSQL)."""
     settings = runtime.settings
-    connector = PostgresConnector(settings.database_url, settings.database)
+    url = relay_url(settings.database_url, settings.database.listen_url, settings.database.pooler)
+    connector = PostgresConnector(url or settings.database_url, settings.database)
     return PostgresRelay(connector, runtime.hub, runtime.metrics)
 
 
@@ -192,7 +193,7 @@ def default_background(
     relay, the dispatcher (with the reconciler and the capacity sharing beside it) unless
     ``dispatcher`` (default: the settings) says no."""
     factories: list[ServiceFactory] = [queue_watch]
-    if DatabaseKind.of(settings.database_url).listens:
+    if relay_url(settings.database_url, settings.database.listen_url, settings.database.pooler):
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:
         factories.append(dispatcher_factory(metrics))

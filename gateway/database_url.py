@@ -16,6 +16,9 @@ import enum
 import ipaddress
 import os
 from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 #: The database URL schemes onejob runs on (its drivers: aiosqlite and asyncpg).
 DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
@@ -77,6 +80,34 @@ def check_database_url(url: str) -> None:
         f"onejob runs on SQLite (sqlite+aiosqlite:///PATH) or PostgreSQL "
         f"(postgresql+asyncpg://USER@HOST:PORT/DATABASE), not {scheme}://"
     )
+
+
+def _check_postgres_url(url: str) -> str:
+    check_database_url(url)
+    if DatabaseKind.of(url) is not DatabaseKind.POSTGRESQL:
+        raise ValueError("write a PostgreSQL URL here: postgresql+asyncpg://USER@HOST:PORT/DB")
+    return url
+
+
+#: A setting that holds a PostgreSQL URL (``[database] listen_url``).
+PostgresUrl = Annotated[str, AfterValidator(_check_postgres_url)]
+
+
+def relay_url(database_url: str, listen_url: str | None, pooler: str) -> str | None:
+    """Return the URL the LISTEN relay connects to, or None when none runs: SQLite has
+    no LISTEN, and a transaction pooler in front of PostgreSQL needs ``listen_url``.
+
+    LISTEN holds a session: a transaction pooler (``pooler = "transaction"``) hands the
+    server connection to another client after every transaction, and notifications
+    would reach whoever holds it. So behind one the relay needs a direct ``listen_url``;
+    without it, no relay runs and other processes' changes are found by polling (the
+    dispatcher's ``poll_interval``, a waiter's re-read), as when the relay is down.
+    """
+    if not DatabaseKind.of(database_url).listens:
+        return None
+    if listen_url is not None:
+        return listen_url
+    return None if pooler == "transaction" else database_url
 
 
 def redacted(url: str) -> str:

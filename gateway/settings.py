@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gateway.database_url import DatabaseKind, check_database_url
+from gateway.database_url import DatabaseKind, PostgresUrl, check_database_url
 from gateway.database_url import database_on_this_host as database_on_this_host
 from providers.config import ProviderConfig
 
@@ -173,13 +173,9 @@ class CertificationConfig(BaseModel):
 
 
 class DatabaseConfig(BaseModel):
-    """How long the gateway waits on its database: every wait has a deadline.
-
-    Past a deadline the request is answered 503 with ``Retry-After`` and the connection is
-    discarded, never returned to the pool (docs/operations.md, "When the database goes
-    away"). PostgreSQL sockets get TCP keepalives and ``TCP_USER_TIMEOUT``, so a peer that
-    vanished without a word (a silent partition) is noticed in seconds, not minutes.
-    """
+    """How the gateway waits on its database (every wait has a deadline: past one, 503 and
+    the connection discarded; keepalives notice a silent peer in seconds) and what stands
+    between them (docs/operations.md, "When the database goes away", "Behind PgBouncer")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -199,6 +195,15 @@ class DatabaseConfig(BaseModel):
     #: synchronous, so that a failover may lose acknowledged jobs: ``warn`` (log it),
     #: ``require`` (refuse to start unless a synchronous standby is attached), ``off``.
     synchronous_standby: Literal["off", "warn", "require"] = "warn"
+    #: ``transaction``: behind PgBouncer's transaction mode (operations.md, "Behind PgBouncer").
+    pooler: Literal["none", "transaction"] = "none"
+    listen_url: PostgresUrl | None = None  # direct, for LISTEN (``database_url.relay_url``)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DatabaseConfig:
+        """Return the defaults under the ``ONEJOB_DATABASE_*`` variables that are set."""
+        env = os.environ if env is None else env
+        return cls.model_validate({f: env[v] for v, f in _ENV_DATABASE_FIELDS.items() if v in env})
 
 
 class ShortcutsConfig(BaseModel):
@@ -292,7 +297,7 @@ class Settings(BaseModel):
     reconciler: ReconcilerConfig = ReconcilerConfig()
     shadow: ShadowConfig = ShadowConfig()
     certification: CertificationConfig = CertificationConfig()
-    database: DatabaseConfig = DatabaseConfig()
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig.from_env)
     #: ``ONEJOB_SHORTCUTS=off`` turns every one off, over the file's ``[shortcuts]``.
     shortcuts: ShortcutsConfig = Field(default_factory=ShortcutsConfig.from_env)
     simulator: SimulatorConfig = SimulatorConfig()
@@ -377,6 +382,8 @@ _ENV_FIELDS = {
 _ENV_DATABASE_FIELDS = {
     "ONEJOB_DATABASE_TIMEOUT": "timeout",
     "ONEJOB_DATABASE_CONNECT_TIMEOUT": "connect_timeout",
+    "ONEJOB_DATABASE_POOLER": "pooler",
+    "ONEJOB_DATABASE_LISTEN_URL": "listen_url",
 }
 
 

@@ -203,7 +203,12 @@ class Postgres(Database):
         self._probe = ReadinessProbe(
             PostgresConnector(engine.url.render_as_string(hide_password=False), config)
         )
-        track_backends(engine, hub.own_backends)
+        if config.pooler != "transaction":
+            # Behind a transaction pooler a connection's backend PID is the pooler's
+            # stand-in, not the backend that sends its NOTIFYs: echoes come back as
+            # other processes' changes (a re-read each), and a stand-in equal to a real
+            # backend's PID would drop another process's wake-up.
+            track_backends(engine, hub.own_backends)
 
     def committed(self, jobs: Mapping[str, JobRecord | None], attempt_created: bool) -> None:
         """Publish here, then announce to the other processes (NOTIFY after the commit,

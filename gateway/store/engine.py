@@ -44,6 +44,10 @@ _CHECKED_IN = "onejob_checked_in_at"
 #: given back, that is its check-in time, so the checkout ping sees how long it sat.
 IDLE_SINCE = "onejob_idle_since"
 
+#: The connections of work that may go through any pooler and runs too seldom for
+#: unnamed statements to cost anything: migrations and the check that they ran.
+POOLER_SAFE = DatabaseConfig(pooler="transaction")
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -87,13 +91,17 @@ def make_engine(
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
     if DatabaseKind.of(url) is DatabaseKind.POSTGRESQL:
-        config = database or DatabaseConfig()
+        config = database or DatabaseConfig.from_env()
         pool_size, max_overflow = pg_pool_share(processes)
         kwargs.setdefault("pool_size", pool_size)
         kwargs.setdefault("max_overflow", max_overflow)
         kwargs.setdefault("pool_timeout", config.timeout)
         connector = PostgresConnector(url, config, statement_timeout=bounded)
-        kwargs.setdefault("async_creator", connector.connect)
+        engine: AsyncEngine  # made below; the creator runs once it is
+        if config.pooler == "transaction":
+            kwargs.setdefault("creator", lambda: unnamed_statements(engine, connector))
+        else:
+            kwargs.setdefault("async_creator", connector.connect)
         engine = create_async_engine(url, **kwargs)
         bound_waits(engine)
         _ping_when_idle(engine, min(config.timeout, PING_TIMEOUT))
@@ -147,6 +155,26 @@ def make_engine(
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def unnamed_statements(engine: AsyncEngine, connector: PostgresConnector) -> Any:
+    """Open a connection for SQLAlchemy that prepares no statement by name, caches none.
+
+    Behind a transaction pooler (``[database] pooler = "transaction"``) each transaction,
+    and each statement outside one, may run on another server connection: a statement
+    prepared by name on one is missing on the next (``prepared statement
+    "__asyncpg_stmt_1__" does not exist``) or another client's there (``... already
+    exists``). asyncpg's cache is off (``PostgresConnector``), SQLAlchemy's too, and its
+    statements are unnamed (an empty name), which asyncpg parses again with each
+    execution. This is SQLAlchemy's own ``async_creator`` wrapper with its adapter's
+    two options added (SQLAlchemy's asyncpg documentation, "Prepared Statement Name with
+    PGBouncer"), which a bare ``async_creator`` cannot pass.
+    """
+    return engine.sync_engine.dialect.dbapi.connect(  # type: ignore[union-attr]
+        async_creator_fn=connector.connect,
+        prepared_statement_cache_size=0,
+        prepared_statement_name_func=lambda: "",
+    )
 
 
 async def by_deadline(deadline: float, checkout: Awaitable[T]) -> T:
@@ -304,7 +332,7 @@ async def database_is_current(url: str) -> bool:
     from alembic.script import ScriptDirectory
 
     head = ScriptDirectory.from_config(_alembic_config(url)).get_current_head()
-    engine = make_engine(url, bounded=False)
+    engine = make_engine(url, bounded=False, database=POOLER_SAFE)
     try:
         async with engine.connect() as conn:
             current = await conn.run_sync(

@@ -14,7 +14,10 @@ after a failover, connections go to the new primary at once instead of waiting o
 old one each time.
 
 Every statement has ``DatabaseConfig.timeout`` (asyncpg's ``command_timeout``), unless
-``statement_timeout`` is off (migrations). Every socket gets TCP keepalives and
+``statement_timeout`` is off (migrations): a deadline the client keeps (it cancels a
+late statement), not a ``statement_timeout`` set in the server's session, which a
+transaction pooler would hand to other clients. Behind one (``pooler = "transaction"``)
+asyncpg caches no statements and prepares none by name. Every socket gets TCP keepalives and
 ``TCP_USER_TIMEOUT`` (``DatabaseConfig``): without them a connection to a peer that
 vanished without a reset (a silent partition) keeps waiting for the kernel's
 retransmissions, about 15 minutes, and the LISTEN connection, idle by design, never
@@ -45,7 +48,7 @@ class PostgresConnector:
     def __init__(
         self, url: str, config: DatabaseConfig | None = None, *, statement_timeout: bool = True
     ) -> None:
-        self.config = config or DatabaseConfig()
+        self.config = config or DatabaseConfig.from_env()
         parsed = make_url(url)
         _, options = parsed.get_dialect()().create_connect_args(parsed)
         for name in _ADAPTER_OPTIONS:
@@ -59,6 +62,11 @@ class PostgresConnector:
             # asyncpg's deadline for every statement of the connection (a commit too),
             # unless the URL names one (``?command_timeout=``).
             options.setdefault("command_timeout", self.config.timeout)
+        if self.config.pooler == "transaction":
+            # No statement prepared by name: the next transaction may run on another
+            # server connection, where the name means nothing, or another client's
+            # statement. Unnamed ones are parsed again with each execution.
+            options["statement_cache_size"] = 0
         self._options = options
         self._first = 0  # the host that answered last is tried first
 

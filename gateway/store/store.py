@@ -98,7 +98,7 @@ class SqlJobStore(
         dialect = open_dialect(
             engine,
             hub=self.hub,
-            config=database or DatabaseConfig(),
+            config=database or DatabaseConfig.from_env(),
             shortcuts=shortcuts,
             clock=self.clock,
             ids=self.ids,

@@ -7,7 +7,7 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from gateway.store.engine import make_engine
+from gateway.store.engine import POOLER_SAFE, make_engine
 from gateway.store.tables import metadata
 
 config = context.config
@@ -25,7 +25,10 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = make_engine(config.get_main_option("sqlalchemy.url") or "", bounded=False)
+    # Named statements off, whatever the settings say: migrations may go through a
+    # transaction pooler (PgBouncer), and they run too seldom for it to cost anything.
+    url = config.get_main_option("sqlalchemy.url") or ""
+    engine = make_engine(url, bounded=False, database=POOLER_SAFE)
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_run)
