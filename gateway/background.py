@@ -2,12 +2,10 @@
 
 ``DispatcherService`` owns what the dispatcher needs beyond the store: one pooled
 ``httpx.AsyncClient`` shared by every provider adapter (``provider_http_client``). Beside
-the dispatcher it runs the reconciler's periodic pass, on the same adapters, when a
-provider is configured with ``reconcile = true``, and the shadow checks (issue 38,
-``gateway.shadow``) when ``[shadow] sample_rate`` is above 0; ``build_reconciler`` is the
-one place a reconciler is built (``onejob reconcile`` builds one for a single pass through
-``gateway.bootstrap``). ``PostgresRelay`` relays other processes' ``pg_notify`` into this
-process's hub. None of them knows the composition root: ``gateway.bootstrap`` builds them.
+the dispatcher it starts, on the same adapters, what the composition root built for them
+(``beside``: the reconciler's periodic pass, the shadow checks; ``gateway.bootstrap``
+decides which and builds them). ``PostgresRelay`` relays other processes' ``pg_notify``
+into this process's hub. None of them knows the composition root.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import httpx
 
@@ -23,23 +21,13 @@ from gateway.capacity.gate import Capacity
 from gateway.capacity.sharing import CapacitySync
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
-from gateway.domain.ports import (
-    Clock,
-    ContractSpec,
-    FailoverSuspensions,
-    JobStore,
-    Provider,
-    Reconcilable,
-    ShadowStore,
-)
+from gateway.domain.ports import BackgroundService, Clock, ContractSpec, JobStore, Provider
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.periodic import Periodic
-from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.service.admission import QueueAdmission
 from gateway.settings import Settings
-from gateway.shadow import ShadowChecker
 from gateway.store.pg_connections import PostgresConnector
 from providers.client import provider_client
 from providers.factory import build_provider
@@ -50,6 +38,9 @@ POOL_CONNECTIONS_PER_RUNNER = 2  # connections: a runner's call, plus the hedge 
 MIN_POOL_CONNECTIONS = 20  # connections
 KEEPALIVE_EXPIRY = 30.0  # seconds
 RELAY_STOP_TIMEOUT = 5.0  # seconds
+
+#: Builds what runs beside the dispatcher on its adapters (``gateway.bootstrap`` decides).
+Beside = Callable[[Mapping[str, Provider]], list[BackgroundService]]
 
 
 def provider_http_client(
@@ -74,65 +65,6 @@ def build_providers(
     return {name: build_provider(cfg, client) for name, cfg in chosen.items()}
 
 
-def build_reconciler(
-    settings: Settings,
-    *,
-    store: JobStore,
-    providers: Mapping[str, object],
-    catalog: Mapping[str, ContractSpec],
-    routes: Routes,
-    metrics: Metrics,
-    clock: Clock | None = None,
-) -> Reconciler:
-    """Build a reconciler over the adapters that can be asked (configured to reconcile,
-    and ``Reconcilable``: decided here, not by the reconciler); it fails over through the
-    process's one ``Routes``."""
-    lookups = {
-        name: provider
-        for name, provider in providers.items()
-        if name in settings.providers
-        and settings.providers[name].reconcile
-        and isinstance(provider, Reconcilable)
-    }
-    return Reconciler(
-        store=store,
-        lookups=lookups,
-        catalog=catalog,
-        routes=routes,
-        settings=settings,
-        metrics=metrics,
-        clock=clock,
-    )
-
-
-def build_shadow_checker(
-    settings: Settings,
-    *,
-    shadows: ShadowStore | None,
-    suspensions: FailoverSuspensions | None,
-    providers: Mapping[str, Provider],
-    catalog: Mapping[str, ContractSpec],
-    routes: Routes,
-    metrics: Metrics,
-    clock: Clock | None = None,
-) -> ShadowChecker | None:
-    """Build the shadow checks (issue 38) over the adapters; None when the store cannot
-    keep them or the registry cannot suspend (the composition root says which can)."""
-    if shadows is None or suspensions is None:
-        return None
-    return ShadowChecker(
-        store=shadows,
-        providers=providers,
-        provider_configs=settings.providers,
-        catalog=catalog,
-        routes=routes,
-        registry=suspensions,
-        settings=settings,
-        metrics=metrics.certification,
-        clock=clock,
-    )
-
-
 class DispatcherService:
     """Start and stop a dispatcher together with the HTTP client its providers share."""
 
@@ -150,16 +82,14 @@ class DispatcherService:
         transport: httpx.AsyncBaseTransport | None = None,
         service: JobService | None = None,
         capacity: Capacity | None = None,
-        suspensions: FailoverSuspensions | None = None,
-        shadows: ShadowStore | None = None,
+        beside: Beside | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._hub = hub
         self._catalog = catalog
         self._routes = routes
-        self._suspensions = suspensions
-        self._shadows = shadows
+        self._beside = beside
         self._metrics = metrics
         self._clock = clock
         self._worker_id = worker_id or settings.instance_id
@@ -169,8 +99,9 @@ class DispatcherService:
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
         self.sharing: CapacitySync | None = None
-        self.reconciler: Reconciler | None = None
-        self.shadow: ShadowChecker | None = None
+        #: What runs beside the dispatcher on its adapters (the reconciler, the shadow
+        #: checks), as the composition root built it.
+        self.beside: list[BackgroundService] = []
 
     async def start(self) -> None:
         """Open the client, build one adapter per configured provider, start the runners."""
@@ -199,44 +130,17 @@ class DispatcherService:
         await self.dispatcher.start()
         if self._service is not None and self.settings.shortcuts.first_attempt_in_process:
             self._service.use_local_runner(self.dispatcher)
-        if self.settings.reconciler.enabled:
-            reconciler = build_reconciler(
-                self.settings,
-                store=self._store,
-                providers=providers,
-                catalog=self._catalog,
-                routes=self._routes,
-                metrics=self._metrics,
-                clock=self._clock,
-            )
-            if reconciler.active:  # off when no provider reconciles
-                self.reconciler = reconciler
-                await reconciler.start()
-        shadow = build_shadow_checker(
-            self.settings,
-            shadows=self._shadows,
-            suspensions=self._suspensions,
-            providers=providers,
-            catalog=self._catalog,
-            routes=self._routes,
-            metrics=self._metrics,
-            clock=self._clock,
-        )
-        if shadow is not None and shadow.active:  # off unless [shadow] sample_rate > 0
-            self.shadow = shadow
-            await shadow.start()
+        for service in self._beside(providers) if self._beside is not None else []:
+            await service.start()
+            self.beside.append(service)
 
     async def stop(self) -> None:
         """Stop the runners gracefully, then close the client."""
         if self._service is not None:
             self._service.use_local_runner(None)
         try:
-            if self.shadow is not None:
-                await self.shadow.stop()
-                self.shadow = None
-            if self.reconciler is not None:
-                await self.reconciler.stop()
-                self.reconciler = None
+            while self.beside:
+                await self.beside.pop().stop()
             if self.dispatcher is not None:
                 if in_flight := self.dispatcher.in_flight:
                     log.info(

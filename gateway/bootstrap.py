@@ -25,11 +25,11 @@ import sniffio
 from contracts.loader import load_catalog
 from contracts.registry import CertificationRegistry
 from gateway.background import (
+    Beside,
     DispatcherService,
     PostgresRelay,
     QueueWatch,
     build_providers,
-    build_reconciler,
     provider_http_client,
 )
 from gateway.capacity.gate import Capacity
@@ -42,6 +42,8 @@ from gateway.domain.ports import (
     ContractSpec,
     FailoverSuspensions,
     JobStore,
+    Provider,
+    Reconcilable,
     ShadowStore,
 )
 from gateway.metrics import Metrics
@@ -49,6 +51,7 @@ from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
 from gateway.service import JobService
 from gateway.settings import Settings
+from gateway.shadow import ShadowChecker
 from gateway.store import SqlJobStore, open_store, upgrade_database
 from gateway.store.pg_connections import PostgresConnector
 
@@ -154,6 +157,65 @@ def postgres_relay(runtime: Runtime) -> BackgroundService:
     return PostgresRelay(connector, runtime.hub, runtime.metrics)
 
 
+def build_reconciler(
+    settings: Settings,
+    *,
+    store: JobStore,
+    providers: Mapping[str, object],
+    catalog: Mapping[str, ContractSpec],
+    routes: Routes,
+    metrics: Metrics,
+    clock: Clock | None = None,
+) -> Reconciler:
+    """Build a reconciler over the adapters that can be asked (configured to reconcile,
+    and ``Reconcilable``: decided here, not by the reconciler); it fails over through the
+    process's one ``Routes``."""
+    lookups = {
+        name: provider
+        for name, provider in providers.items()
+        if name in settings.providers
+        and settings.providers[name].reconcile
+        and isinstance(provider, Reconcilable)
+    }
+    return Reconciler(
+        store=store,
+        lookups=lookups,
+        catalog=catalog,
+        routes=routes,
+        settings=settings,
+        metrics=metrics,
+        clock=clock,
+    )
+
+
+def build_shadow_checker(
+    settings: Settings,
+    *,
+    shadows: ShadowStore | None,
+    suspensions: FailoverSuspensions | None,
+    providers: Mapping[str, Provider],
+    catalog: Mapping[str, ContractSpec],
+    routes: Routes,
+    metrics: Metrics,
+    clock: Clock | None = None,
+) -> ShadowChecker | None:
+    """Build the shadow checks (issue 38) over the adapters; None when the store cannot
+    keep them or the registry cannot suspend (the composition root says which can)."""
+    if shadows is None or suspensions is None:
+        return None
+    return ShadowChecker(
+        store=shadows,
+        providers=providers,
+        provider_configs=settings.providers,
+        catalog=catalog,
+        routes=routes,
+        registry=suspensions,
+        settings=settings,
+        metrics=metrics.certification,
+        clock=clock,
+    )
+
+
 def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> ServiceFactory:
     """Return a background factory that runs the dispatcher (and reconciler) in the process."""
 
@@ -168,9 +230,45 @@ def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> Servi
             clock=clock,
             service=runtime.service,
             capacity=runtime.capacity,
-            suspensions=runtime.suspensions,
-            shadows=runtime.shadows,
+            beside=beside_the_dispatcher(runtime, metrics, clock),
         )
+
+    return build
+
+
+def beside_the_dispatcher(runtime: Runtime, metrics: Metrics, clock: Clock | None) -> Beside:
+    """Return what builds, on the dispatcher's adapters, the services that run beside it:
+    the reconciler's periodic pass when a provider reconciles, the shadow checks when
+    ``[shadow] sample_rate`` is above 0 and the store and registry can keep them."""
+
+    def build(providers: Mapping[str, Provider]) -> list[BackgroundService]:
+        settings = runtime.settings
+        services: list[BackgroundService] = []
+        if settings.reconciler.enabled:
+            reconciler = build_reconciler(
+                settings,
+                store=runtime.store,
+                providers=providers,
+                catalog=runtime.catalog,
+                routes=runtime.routes,
+                metrics=metrics,
+                clock=clock,
+            )
+            if reconciler.active:  # off when no provider reconciles
+                services.append(reconciler)
+        shadow = build_shadow_checker(
+            settings,
+            shadows=runtime.shadows,
+            suspensions=runtime.suspensions,
+            providers=providers,
+            catalog=runtime.catalog,
+            routes=runtime.routes,
+            metrics=metrics,
+            clock=clock,
+        )
+        if shadow is not None and shadow.active:  # off unless [shadow] sample_rate > 0
+            services.append(shadow)
+        return services
 
     return build
 

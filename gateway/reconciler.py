@@ -103,7 +103,7 @@ class Reconciler:
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
         #: The providers that may be asked: configured to reconcile, and able to (the
-        #: composition root decides which: ``background.build_reconciler``).
+        #: composition root decides which: ``bootstrap.build_reconciler``).
         self.lookups: dict[str, Reconcilable] = dict(lookups)
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

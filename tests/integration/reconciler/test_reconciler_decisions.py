@@ -16,7 +16,7 @@ from reconciler_helpers import CONTRACT, case_input, unknown_attempt
 
 from contracts.loader import load_catalog
 from contracts.model import Contract
-from gateway.background import build_reconciler
+from gateway.bootstrap import build_reconciler
 from gateway.dispatch.routing import Routes
 from gateway.domain.clock import ManualClock
 from gateway.domain.states import AttemptState, JobStatus
