@@ -22,10 +22,10 @@ from gateway.capacity.sharing import CapacitySync
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.routing import Routes
 from gateway.domain.ports import BackgroundService, Clock, ContractSpec, JobStore, Provider
+from gateway.domain.records import ClaimedAttempt, ClaimSpec, JobRecord, NewJob
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub, RelayState, listen_postgres
 from gateway.periodic import Periodic
-from gateway.service import JobService
 from gateway.service.admission import QueueAdmission
 from gateway.settings import Settings
 from gateway.store.pg_connections import PostgresConnector
@@ -80,7 +80,6 @@ class DispatcherService:
         clock: Clock | None = None,
         worker_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        service: JobService | None = None,
         capacity: Capacity | None = None,
         beside: Beside | None = None,
     ) -> None:
@@ -94,7 +93,8 @@ class DispatcherService:
         self._clock = clock
         self._worker_id = worker_id or settings.instance_id
         self._transport = transport
-        self._service = service
+        #: Whether new jobs' first attempts may still take a slot here (``reserve``).
+        self._first_attempts = False
         self.capacity = capacity or Capacity(settings.providers, settings.capacity)
         self._client: httpx.AsyncClient | None = None
         self.dispatcher: Dispatcher | None = None
@@ -128,16 +128,14 @@ class DispatcherService:
         )
         await self.sharing.start()
         await self.dispatcher.start()
-        if self._service is not None and self.settings.shortcuts.first_attempt_in_process:
-            self._service.use_local_runner(self.dispatcher)
+        self._first_attempts = True
         for service in self._beside(providers) if self._beside is not None else []:
             await service.start()
             self.beside.append(service)
 
     async def stop(self) -> None:
         """Stop the runners gracefully, then close the client."""
-        if self._service is not None:
-            self._service.use_local_runner(None)
+        self._first_attempts = False  # new jobs queue from now on
         try:
             while self.beside:
                 await self.beside.pop().stop()
@@ -158,6 +156,26 @@ class DispatcherService:
             if self._client is not None:
                 await self._client.aclose()
                 self._client = None
+
+    # -- the service's LocalRunner: new jobs' first attempts, run here ---------------------
+
+    async def reserve(self, provider: str, job: NewJob | None = None) -> ClaimSpec | None:
+        """Take one of the dispatcher's runner slots; None while it is not running."""
+        if not self._first_attempts or self.dispatcher is None:
+            return None
+        return await self.dispatcher.reserve(provider, job)
+
+    def release(self) -> None:
+        """Give back a slot ``reserve`` took."""
+        assert self.dispatcher is not None
+        self.dispatcher.release()
+
+    def run_claimed(
+        self, claimed: ClaimedAttempt, spec: ClaimSpec | None = None
+    ) -> asyncio.Task[JobRecord | None]:
+        """Run an attempt claimed at creation in the slot ``reserve`` took."""
+        assert self.dispatcher is not None
+        return self.dispatcher.run_claimed(claimed, spec)
 
 
 class PostgresRelay:

@@ -59,15 +59,14 @@ log = logging.getLogger("onejob.runtime")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Runtime:
-    """What a background service may be built from, once the store is open."""
+class Opened:
+    """What the composition root opened and decided, before the service is built."""
 
     settings: Settings
     store: JobStore
     hub: ChangeHub
     catalog: Mapping[str, ContractSpec]
     certifications: Certifications
-    service: JobService
     metrics: Metrics
     #: What this process knows of its providers' capacity (the dispatcher paces by it).
     capacity: Capacity
@@ -78,6 +77,13 @@ class Runtime:
     #: keeps none) and the store's shadow checks (None: it cannot keep them).
     suspensions: FailoverSuspensions | None
     shadows: ShadowStore | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Runtime(Opened):
+    """What a background service may be built from, once the store is open."""
+
+    service: JobService
 
 
 #: Builds one background service from the runtime (the dispatcher is wired in here).
@@ -216,41 +222,53 @@ def build_shadow_checker(
     )
 
 
-def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> ServiceFactory:
-    """Return a background factory that runs the dispatcher (and reconciler) in the process."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class DispatcherFactory:
+    """Runs the dispatcher (and what runs beside it) in the process. ``running`` builds it
+    before the service, which runs new jobs' first attempts on it when the
+    ``first_attempt_in_process`` shortcut is on."""
 
-    def build(runtime: Runtime) -> DispatcherService:
+    metrics: Metrics
+    clock: Clock | None = None
+
+    def build(self, opened: Opened) -> DispatcherService:
+        """Build the dispatcher's service from what the root opened."""
         return DispatcherService(
-            runtime.settings,
-            store=runtime.store,
-            hub=runtime.hub,
-            catalog=runtime.catalog,
-            routes=runtime.routes,
-            metrics=metrics,
-            clock=clock,
-            service=runtime.service,
-            capacity=runtime.capacity,
-            beside=beside_the_dispatcher(runtime, metrics, clock),
+            opened.settings,
+            store=opened.store,
+            hub=opened.hub,
+            catalog=opened.catalog,
+            routes=opened.routes,
+            metrics=self.metrics,
+            clock=self.clock,
+            capacity=opened.capacity,
+            beside=beside_the_dispatcher(opened, self.metrics, self.clock),
         )
 
-    return build
+    def __call__(self, runtime: Runtime) -> DispatcherService:
+        return self.build(runtime)
 
 
-def beside_the_dispatcher(runtime: Runtime, metrics: Metrics, clock: Clock | None) -> Beside:
+def dispatcher_factory(metrics: Metrics, *, clock: Clock | None = None) -> DispatcherFactory:
+    """Return a background factory that runs the dispatcher (and reconciler) in the process."""
+    return DispatcherFactory(metrics, clock)
+
+
+def beside_the_dispatcher(opened: Opened, metrics: Metrics, clock: Clock | None) -> Beside:
     """Return what builds, on the dispatcher's adapters, the services that run beside it:
     the reconciler's periodic pass when a provider reconciles, the shadow checks when
     ``[shadow] sample_rate`` is above 0 and the store and registry can keep them."""
 
     def build(providers: Mapping[str, Provider]) -> list[BackgroundService]:
-        settings = runtime.settings
+        settings = opened.settings
         services: list[BackgroundService] = []
         if settings.reconciler.enabled:
             reconciler = build_reconciler(
                 settings,
-                store=runtime.store,
+                store=opened.store,
                 providers=providers,
-                catalog=runtime.catalog,
-                routes=runtime.routes,
+                catalog=opened.catalog,
+                routes=opened.routes,
                 metrics=metrics,
                 clock=clock,
             )
@@ -258,11 +276,11 @@ def beside_the_dispatcher(runtime: Runtime, metrics: Metrics, clock: Clock | Non
                 services.append(reconciler)
         shadow = build_shadow_checker(
             settings,
-            shadows=runtime.shadows,
-            suspensions=runtime.suspensions,
+            shadows=opened.shadows,
+            suspensions=opened.suspensions,
             providers=providers,
-            catalog=runtime.catalog,
-            routes=runtime.routes,
+            catalog=opened.catalog,
+            routes=opened.routes,
             metrics=metrics,
             clock=clock,
         )
@@ -355,6 +373,22 @@ async def running(
     routes = Routes(settings, the_catalog, settings.providers, the_certs)
     suspensions = the_certs if isinstance(the_certs, FailoverSuspensions) else None
     shadows = the_store if isinstance(the_store, ShadowStore) else None
+    opened = Opened(
+        settings=settings,
+        store=the_store,
+        hub=hub,
+        catalog=the_catalog,
+        certifications=the_certs,
+        metrics=metrics,
+        capacity=capacity,
+        routes=routes,
+        suspensions=suspensions,
+        shadows=shadows,
+    )
+    # The dispatcher before the service: the service runs new jobs' first attempts on it.
+    dispatching = next((f for f in factories if isinstance(f, DispatcherFactory)), None)
+    dispatcher = None if dispatching is None else dispatching.build(opened)
+    local = dispatcher if settings.shortcuts.first_attempt_in_process else None
     service = JobService(
         the_store,
         settings,
@@ -366,25 +400,20 @@ async def running(
         routes=routes,
         suspensions=suspensions,
         shadows=shadows,
+        local_runner=local,
     )
     runtime = Runtime(
-        settings,
-        the_store,
-        hub,
-        the_catalog,
-        the_certs,
-        service,
-        metrics,
-        capacity,
-        routes,
-        suspensions,
-        shadows,
+        **{f.name: getattr(opened, f.name) for f in dataclasses.fields(opened)}, service=service
     )
     started: list[BackgroundService] = []
     with asyncio_named_for_sniffio():
         try:
             for factory in factories:
-                svc = factory(runtime)
+                svc: BackgroundService = (
+                    dispatcher
+                    if isinstance(factory, DispatcherFactory) and dispatcher is not None
+                    else factory(runtime)
+                )
                 await svc.start()
                 started.append(svc)
             yield runtime

@@ -67,6 +67,7 @@ class ServiceBase:
         routes: Routes,
         suspensions: FailoverSuspensions | None = None,
         shadows: ShadowStore | None = None,
+        local_runner: LocalRunner | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -87,7 +88,10 @@ class ServiceBase:
         #: shadow checks (their tallies). None: not available here.
         self.suspensions = suspensions
         self.shadows = shadows
-        self._runner: LocalRunner | None = None
+        #: Runs a new job's first attempt in this process when it has a free slot (R7):
+        #: the dispatcher, when one runs here and the shortcut is on (the composition
+        #: root decides); None: every job queues for any runner.
+        self._runner = local_runner
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""

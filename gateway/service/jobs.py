@@ -4,7 +4,7 @@ A new job is validated (``new_job``) before the API key is checked, then created
 key's owner (``create_job_for_key``): where the store can, the key is checked by the very
 statement that creates the job. When this process's dispatcher has a free runner slot,
 the job's first attempt is claimed in the creating transaction and run here at once
-(``use_local_runner``, R7).
+(the service's ``local_runner``, R7).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
-from gateway.domain.ports import ContractSpec, LocalRunner
+from gateway.domain.ports import ContractSpec
 from gateway.domain.records import (
     ClaimSpec,
     CreateOutcome,
@@ -47,10 +47,6 @@ _OWNER_FROM_KEY = ""
 
 class Jobs(ServiceBase):
     """Create jobs for an API key's owner; read them back."""
-
-    def use_local_runner(self, runner: LocalRunner | None) -> None:
-        """Run new jobs' first attempts in this process with ``runner`` (None: stop)."""
-        self._runner = runner
 
     def new_job(
         self,

@@ -102,3 +102,18 @@ def test_the_dispatcher_knows_nothing_of_the_http_edge() -> None:
         text = path.read_text(encoding="utf-8")
         assert "write_batching" not in text, path
         assert "gateway.http" not in text, path
+
+
+def test_the_service_gets_its_local_runner_when_built() -> None:
+    """No setter: the composition root builds the dispatcher first and hands it to the
+    service (``local_runner``), which runs new jobs' first attempts on it."""
+    from gateway.background import DispatcherService
+    from gateway.domain.ports import LocalRunner
+    from gateway.service import JobService
+
+    assert not [name for name in dir(JobService) if name.startswith(("use_", "set_"))]
+    assert all(
+        callable(getattr(DispatcherService, m, None))
+        for m in vars(LocalRunner)
+        if not m.startswith("_")
+    )
