@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 
 from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store, upgrade_database
+from tests.pgbouncer import PgBouncer, pgbouncer_binary, start_pgbouncer
 
 T = TypeVar("T")
 
@@ -105,9 +106,75 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+#: Where the database tests also run through PgBouncer in transaction mode (issue 46):
+#: the store's, and a representative set of the API's and the dispatcher's.
+THROUGH_PGBOUNCER = (
+    "tests/integration/store/",
+    "tests/integration/http/test_job_creation_api.py",
+    "tests/integration/http/test_reading_api.py",
+    "tests/integration/http/test_attempts_and_admin_api.py",
+    "tests/integration/http/test_admin_jobs.py",
+    "tests/integration/http/test_job_lookup.py",
+    "tests/integration/http/test_event_stream.py",
+    "tests/integration/dispatch/test_dispatch_flows.py",
+    "tests/integration/dispatch/test_first_attempt_in_process.py",
+    "tests/integration/dispatch/test_dispatch_processes.py",
+)
+#: ... but not these, which test what a direct connection does with its server backend,
+#: found by its PID (PgBouncer shows its clients a stand-in PID): terminating a pooled
+#: connection's backend, the pool's count of backends, the echo filter of own NOTIFYs
+#: (off behind a pooler: tests/integration/store/test_through_pgbouncer.py).
+NOT_THROUGH_PGBOUNCER = (
+    "tests/integration/store/test_pg_checkout.py",
+    "tests/integration/store/test_own_notifications.py",
+    "tests/integration/store/test_wakeups_after_commit.py::"
+    "test_a_lost_wake_up_connection_is_replaced_and_its_backend_forgotten",
+)
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+THROUGH_POOLER = pytest.param("pgbouncer", marks=pytest.mark.postgres)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Give the tests ``THROUGH_PGBOUNCER`` names a third database: PostgreSQL through
+    PgBouncer (before the fixture's own parameters are applied, which this replaces)."""
+    if "database_url" not in metafunc.fixturenames or any(
+        "database_url" in str(mark.args[0])
+        for mark in metafunc.definition.iter_markers("parametrize")
+    ):
+        return  # a test that chose its databases keeps them
+    where = metafunc.definition.nodeid
+    if where.startswith(THROUGH_PGBOUNCER) and not where.startswith(NOT_THROUGH_PGBOUNCER):
+        three = [*DATABASES, THROUGH_POOLER]
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("database_url", three, indirect=True)
+        )
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgBouncer]:
+    """Start this worker's PgBouncer (transaction mode) in front of PostgreSQL; stop it at
+    the end. Skipped when pgbouncer is not installed, failed under ONEJOB_REQUIRE_POSTGRES."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        reason = "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
+        if REQUIRE_PG:
+            pytest.fail(f"PgBouncer required (ONEJOB_REQUIRE_POSTGRES=1): {reason}")
+        pytest.skip(f"{reason}: the tests through a transaction pooler are skipped")
+    bouncer = start_pgbouncer(binary, tmp_path_factory.mktemp("pgbouncer"), PG_URL)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Return the URL of a fresh, migrated database (SQLite file or PostgreSQL clone)."""
+    """Return the URL of a fresh, migrated database (SQLite file or PostgreSQL clone).
+
+    ``pgbouncer`` (``THROUGH_PGBOUNCER``): the clone through PgBouncer in transaction
+    mode, with ``ONEJOB_DATABASE_POOLER=transaction`` and the direct URL as
+    ``ONEJOB_DATABASE_LISTEN_URL`` for every store and process the test opens."""
     if request.param == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
         path = tmp_path / "onejob.db"
@@ -118,7 +185,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     name = f"onejob_t_{_worker(request)}_{os.getpid()}_{next(_counter)}"
     run_sync(lambda: _pg_admin(f"CREATE DATABASE {name} TEMPLATE {template_name}"))
     try:
-        yield _pg_url(name)
+        if request.param == "pgbouncer":
+            bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
+            env: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+            env.setenv("ONEJOB_DATABASE_POOLER", "transaction")
+            env.setenv("ONEJOB_DATABASE_LISTEN_URL", _pg_url(name))
+            yield bouncer.url(_pg_url(name))
+        else:
+            yield _pg_url(name)
     finally:
         run_sync(lambda: _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 

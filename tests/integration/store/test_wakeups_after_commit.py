@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from gateway.database_url import relay_url
 from gateway.domain.records import ClaimSpec, FinalizeOutcome
 from gateway.notify import ATTEMPTS_CHANNEL, JOBS_CHANNEL
+from gateway.settings import DatabaseConfig
 from gateway.store import SqlJobStore, pg_wakeups
 from gateway.store.pg_connections import PostgresConnector
 
@@ -38,8 +40,10 @@ def pg_url(database_url: str) -> str:
 @contextlib.asynccontextmanager
 async def listener(url: str) -> AsyncIterator[asyncio.Queue[tuple[str, str, str | None]]]:
     """Another process's LISTEN: each notification, with the job's status read at once
-    on a connection of its own (None for an attempt wake-up)."""
-    connector = PostgresConnector(url)
+    on a connection of its own (None for an attempt wake-up). It listens where the relay
+    would: past a transaction pooler, on ``[database] listen_url``."""
+    config = DatabaseConfig.from_env()
+    connector = PostgresConnector(relay_url(url, config.listen_url, config.pooler) or url)
     listen = await connector.connect()
     reader = await connector.connect()
     heard: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
