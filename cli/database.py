@@ -40,7 +40,7 @@ def register(subcommands: Subcommands) -> None:
     create = keys_sub.add_parser(
         "create", help="create an API key; the key alone is printed on stdout, once"
     )
-    create.add_argument("owner", help="the owner the key acts as")
+    create.add_argument("owner", type=owner_name, help="the owner the key acts as")
     create.add_argument("--admin", action="store_true", help="add the admin scope")
     add_settings_args(create)
     create.set_defaults(func=cmd_keys_create)
@@ -75,6 +75,15 @@ def register(subcommands: Subcommands) -> None:
     prune.add_argument("--dry-run", action="store_true", help="count, delete nothing")
     add_settings_args(prune)
     prune.set_defaults(func=cmd_jobs_prune)
+
+
+def owner_name(text: str) -> str:
+    """An owner as ``keys create`` takes it: a name, not empty, no space around it."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an owner is a name: it may not be empty")
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} has spaces around it: write {text.strip()}")
+    return text
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:

@@ -50,6 +50,14 @@ async def test_keys_create_prints_only_the_key_on_stdout(database_url: str, tmp_
     assert (principal.owner_id, principal.is_admin) == ("alice", True)
 
 
+def test_keys_create_refuses_an_empty_owner(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"
+    for owner, says in (("", "may not be empty"), ("  ", "may not be empty"), (" al", "spaces")):
+        done = run(["keys", "create", owner, "--database-url", url], tmp_path)
+        assert done.returncode == 2, (owner, done.stdout, done.stderr)
+        assert says in done.stderr and done.stdout == ""
+
+
 async def test_db_upgrade_migrates_a_new_sqlite_file(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
     done = run(["db", "upgrade", "--database-url", url], tmp_path)
