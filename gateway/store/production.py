@@ -8,13 +8,10 @@ as it always does (``gateway.store.prune``).
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
-from gateway.domain.clock import aware
 from gateway.domain.shadow_records import ShadowCandidate
-from gateway.domain.states import JobStatus
 from gateway.store.database import Database
-from gateway.store.tables import attempts, jobs
+from gateway.store.shadow import read_candidates, won_by_their_primary
+from gateway.store.tables import jobs
 
 
 class ProductionSamples:
@@ -29,29 +26,10 @@ class ProductionSamples:
         the job's provider and its attempt wrote the result), newest first."""
         if limit <= 0:
             return []
-        won_by = attempts.alias("won_by")
         query = (
-            sa.select(
-                jobs.c.id,
-                jobs.c.contract,
-                jobs.c.provider,
-                jobs.c.input,
-                jobs.c.result,
-                jobs.c.updated_at,
-            )
-            .select_from(jobs.join(won_by, won_by.c.id == jobs.c.completed_by))
-            .where(
-                jobs.c.status == JobStatus.SUCCEEDED.value,
-                jobs.c.contract == contract,
-                jobs.c.provider == primary,
-                won_by.c.provider == primary,
-            )
+            won_by_their_primary()
+            .where(jobs.c.contract == contract, jobs.c.provider == primary)
             .order_by(jobs.c.updated_at.desc(), jobs.c.id.desc())
             .limit(limit)
         )
-        async with self.db.read() as conn:
-            rows = (await conn.execute(query)).all()
-        return [
-            ShadowCandidate(r.id, r.contract, r.provider, r.input, r.result, aware(r.updated_at))
-            for r in rows
-        ]
+        return await read_candidates(self.db, query)

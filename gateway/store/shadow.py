@@ -25,6 +25,35 @@ from gateway.store.tables import attempts, jobs, shadow_checks
 KEY_PREFIX = "shadow-"  #: a check's downstream key: ``shadow-<check id>``
 
 
+def won_by_their_primary() -> sa.Select[Any]:
+    """Succeeded jobs whose primary wrote the result (it was the job's provider and its
+    attempt won), as candidates: what shadow checks sample and ``certify --production``
+    draws."""
+    won_by = attempts.alias("won_by")
+    return (
+        sa.select(
+            jobs.c.id,
+            jobs.c.contract,
+            jobs.c.provider,
+            jobs.c.input,
+            jobs.c.result,
+            jobs.c.updated_at,
+        )
+        .select_from(jobs.join(won_by, won_by.c.id == jobs.c.completed_by))
+        .where(jobs.c.status == JobStatus.SUCCEEDED.value, won_by.c.provider == jobs.c.provider)
+    )
+
+
+async def read_candidates(db: Database, query: sa.Select[Any]) -> list[ShadowCandidate]:
+    """Run a ``won_by_their_primary`` query; return its rows as candidates."""
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return [
+        ShadowCandidate(r.id, r.contract, r.provider, r.input, r.result, aware(r.updated_at))
+        for r in rows
+    ]
+
+
 class ShadowChecks:
     """Sample succeeded jobs, claim and finish checks, count them for budgets and rates."""
 
@@ -36,20 +65,9 @@ class ShadowChecks:
         """Return succeeded jobs past ``after`` (``updated_at``, id) that their primary won."""
         if not contracts:
             return []
-        won_by = attempts.alias("won_by")
         query = (
-            sa.select(
-                jobs.c.id,
-                jobs.c.contract,
-                jobs.c.provider,
-                jobs.c.input,
-                jobs.c.result,
-                jobs.c.updated_at,
-            )
-            .select_from(jobs.join(won_by, won_by.c.id == jobs.c.completed_by))
+            won_by_their_primary()
             .where(
-                jobs.c.status == JobStatus.SUCCEEDED.value,
-                won_by.c.provider == jobs.c.provider,
                 jobs.c.contract.in_(list(contracts)),
                 sa.tuple_(jobs.c.updated_at, jobs.c.id)
                 > sa.tuple_(sa.literal(naive_utc(after[0])), sa.literal(after[1])),
@@ -57,12 +75,7 @@ class ShadowChecks:
             .order_by(jobs.c.updated_at, jobs.c.id)
             .limit(limit)
         )
-        async with self.db.read() as conn:
-            rows = (await conn.execute(query)).all()
-        return [
-            ShadowCandidate(r.id, r.contract, r.provider, r.input, r.result, aware(r.updated_at))
-            for r in rows
-        ]
+        return await read_candidates(self.db, query)
 
     async def begin_shadow_check(
         self, job_id: str, contract: str, primary: str, fallback: str
