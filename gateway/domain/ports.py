@@ -6,7 +6,7 @@
 | ``Provider``, ``Reconcilable`` | the protocol adapters (``providers.<protocol>.adapter``) |
 | ``ContractSpec``, ``Certifications``, ``Verdict`` | ``contracts.loader``, ``contracts.registry`` |
 | ``FailoverSuspensions`` | ``contracts.registry`` (certificates' expiry, suspensions) |
-| ``ShadowStore`` | ``gateway.store.SqlJobStore`` (shadow checks: ``gateway.store.shadow``) |
+| ``ShadowStore``, ``WebhookStore`` | ``gateway.store.SqlJobStore`` (``.shadow``, ``.webhooks``) |
 | ``LocalRunner`` | the dispatcher (``gateway.dispatch.first_attempts``) |
 | ``BackgroundService`` | the dispatcher and the LISTEN relay (``gateway.background``) |
 | ``Clock``, ``IdFactory`` | ``gateway.domain.clock`` (the system's, and manual ones for tests) |
@@ -40,6 +40,7 @@ from gateway.domain.records import (
 )
 from gateway.domain.shadow_records import ShadowCandidate, ShadowOutcome, ShadowTally
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
+from gateway.domain.webhooks import Delivery, DeliveryStatus, EventBatch, NewDelivery, Webhook
 
 if TYPE_CHECKING:  # data models only: the domain runs without the providers package
     from providers.base import ProviderRequest, ProviderResult
@@ -158,6 +159,25 @@ class ShadowStore(Protocol):
     ) -> ShadowTally:
         """Tally the pair's newest ``window`` judged checks started since ``since``."""
         ...
+
+
+class WebhookStore(Protocol):
+    """Webhooks (issue 45), as ``gateway.store.webhooks`` says; owner None: the admin's."""
+
+    # fmt: off
+    async def create_webhook(self, owner_id: str, url: str, events: Sequence[str], *, all_owners: bool) -> Webhook: ...  # noqa: E501
+    async def list_webhooks(self, owner_id: str | None) -> list[Webhook]: ...
+    async def get_webhook(self, webhook_id: str, owner_id: str | None) -> Webhook | None: ...
+    async def delete_webhook(self, webhook_id: str, owner_id: str | None) -> bool: ...
+    async def rotate_webhook_secret(self, webhook_id: str, owner_id: str | None, *, window: float) -> Webhook | None: ...  # noqa: E501
+    async def webhook_events(self, webhook: Webhook, *, settle_before: dt.datetime, limit: int = 1000) -> EventBatch: ...  # noqa: E501
+    async def enqueue_deliveries(self, webhook_id: str, cursor: int, deliveries: Sequence[NewDelivery]) -> None: ...  # noqa: E501
+    async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery: ...
+    async def due_deliveries(self, *, lease: float, limit: int = 50) -> list[tuple[Delivery, Webhook]]: ...  # noqa: E501
+    async def record_delivery(self, delivery_id: str, *, status: DeliveryStatus, answer: int | None, error: str | None, next_at: dt.datetime | None, disable: str | None = None) -> None: ...  # noqa: E501
+    async def list_deliveries(self, webhook_id: str, owner_id: str | None, limit: int = 100) -> list[Delivery] | None: ...  # noqa: E501
+    async def redeliver(self, webhook_id: str, delivery_id: str, owner_id: str | None) -> Delivery | None: ...  # noqa: E501
+    # fmt: on
 
 
 class ApiKeys(Protocol):

@@ -16,6 +16,7 @@ thing it does.
 | ``production`` | the newest jobs a primary answered, for ``certify --production`` (issue 48) |
 | ``waits`` | an attempt waiting for capacity; jobs past their deadline; the queue's depth |
 | ``capacity`` | what processes share of a provider's capacity (issue 43) |
+| ``webhooks`` | subscriptions, their cursors over the audit trail, deliveries (issue 45) |
 
 Which database it is (``database.Postgres`` or ``database.Sqlite``) is decided once, when
 the store is opened (``dialects.open_dialect``): the use cases ask that object how to lock,
@@ -54,6 +55,7 @@ from gateway.store.reconcile import ReconcilerFindings
 from gateway.store.resolve import Resolving
 from gateway.store.shadow import ShadowChecks
 from gateway.store.waits import Waits
+from gateway.store.webhooks import WebhookRows
 
 log = logging.getLogger("onejob.store")
 
@@ -74,6 +76,7 @@ class SqlJobStore(
     ProductionSamples,
     Waits,
     CapacitySharing,
+    WebhookRows,
     ApiKeys,
 ):
     """Durable jobs and attempts on SQLite or PostgreSQL (the ``JobStore`` seam)."""

@@ -190,3 +190,47 @@ capacity_members = sa.Table(
     sa.Column("instance_id", sa.String(200), primary_key=True),
     sa.Column("seen_until", sa.DateTime, nullable=False),
 )
+
+#: Webhook subscriptions (issue 45). The secret is kept as given out: signing needs it.
+#: ``cursor`` is the last audit event (``job_events.id``) the subscription looked at.
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("owner_id", sa.String(200), nullable=False),
+    sa.Column("all_owners", sa.Boolean, nullable=False),
+    sa.Column("url", sa.String(2000), nullable=False),
+    sa.Column("events", Json, nullable=False),
+    sa.Column("secret", sa.String(100), nullable=False),
+    sa.Column("previous_secret", sa.String(100), nullable=True),
+    sa.Column("previous_until", sa.DateTime, nullable=True),
+    sa.Column("cursor", EventId, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("disabled_at", sa.DateTime, nullable=True),
+    sa.Column("disabled_reason", sa.String(40), nullable=True),
+    sa.Column("deleted_at", sa.DateTime, nullable=True),
+    sa.Index("ix_webhooks_owner_id", "owner_id"),
+)
+
+#: One event for one subscription; ``id`` is its ``webhook-id``. The unique pair makes
+#: reading an event twice (two processes, or a re-read past the cursor) one delivery.
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("webhook_id", sa.String(40), sa.ForeignKey("webhooks.id"), nullable=False),
+    sa.Column("event_id", EventId, nullable=True),
+    sa.Column("type", sa.String(40), nullable=False),
+    sa.Column("job_id", sa.String(40), nullable=True),
+    sa.Column("payload", Json, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # pending|delivered|failed
+    sa.Column("tries", sa.Integer, nullable=False),
+    sa.Column("next_at", sa.DateTime, nullable=True),
+    sa.Column("last_status", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("delivered_at", sa.DateTime, nullable=True),
+    sa.UniqueConstraint("webhook_id", "event_id"),
+    sa.Index("ix_webhook_deliveries_status_next_at", "status", "next_at"),
+    sa.Index("ix_webhook_deliveries_webhook_id_created_at", "webhook_id", "created_at"),
+)

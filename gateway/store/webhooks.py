@@ -1,0 +1,321 @@
+"""Webhooks in the store (issue 45): subscriptions, their cursors over the audit trail,
+and the deliveries to send.
+
+Nothing here is on a job's path: creation and decision write their audit events as they
+did before, and a subscription reads them after its cursor (``webhook_events``). A row
+past a gap in the ids is read again until the gap is settled: on PostgreSQL an id is
+drawn when the row is inserted but seen when its transaction commits, so a smaller id may
+appear later. The cursor moves past what no transaction can still change: ids seen without
+a gap before them, and every id up to an event older than ``settle_before`` (no write
+transaction lives that long). A row read twice is one delivery (the unique
+``(webhook_id, event_id)``). See docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+
+from gateway.domain.clock import aware
+from gateway.domain.webhooks import (
+    Delivery,
+    DeliveryStatus,
+    EventBatch,
+    NewDelivery,
+    Webhook,
+    event_type,
+    new_secret,
+)
+from gateway.store.database import Database
+from gateway.store.rows import naive_utc
+from gateway.store.tables import job_events, jobs, webhook_deliveries, webhooks
+
+D = webhook_deliveries
+E = job_events
+W = webhooks
+
+
+def _webhook(r: Any) -> Webhook:
+    return Webhook(
+        id=r.id,
+        owner_id=r.owner_id,
+        all_owners=bool(r.all_owners),
+        url=r.url,
+        events=tuple(r.events),
+        secret=r.secret,
+        previous_secret=r.previous_secret,
+        previous_until=aware(r.previous_until) if r.previous_until else None,
+        cursor=r.cursor,
+        created_at=aware(r.created_at),
+        disabled_at=aware(r.disabled_at) if r.disabled_at else None,
+        disabled_reason=r.disabled_reason,
+    )
+
+
+def _delivery(r: Any) -> Delivery:
+    return Delivery(
+        id=r.id,
+        webhook_id=r.webhook_id,
+        event_id=r.event_id,
+        type=r.type,
+        job_id=r.job_id,
+        payload=r.payload,
+        status=DeliveryStatus(r.status),
+        tries=r.tries,
+        next_at=aware(r.next_at) if r.next_at else None,
+        last_status=r.last_status,
+        last_error=r.last_error,
+        created_at=aware(r.created_at),
+        delivered_at=aware(r.delivered_at) if r.delivered_at else None,
+    )
+
+
+def _visible(query: Any, webhook_id: str, owner_id: str | None) -> Any:
+    """Narrow ``query`` to one live subscription, of ``owner_id`` unless None (admin)."""
+    query = query.where(W.c.id == webhook_id, W.c.deleted_at.is_(None))
+    return query if owner_id is None else query.where(W.c.owner_id == owner_id)
+
+
+class WebhookRows:
+    """Subscriptions, the events each hears of, and deliveries with their outcomes."""
+
+    db: Database
+
+    async def create_webhook(
+        self, owner_id: str, url: str, events: Sequence[str], *, all_owners: bool
+    ) -> Webhook:
+        """Subscribe ``url`` to ``events`` from now on; return it with its new secret."""
+        values = {
+            "id": self.db.ids.new("wh"),
+            "owner_id": owner_id,
+            "all_owners": all_owners,
+            "url": url,
+            "events": list(events),
+            "secret": new_secret(),
+            "created_at": self.db.now(),
+        }
+        async with self.db.write() as tx:
+            last = sa.select(sa.func.coalesce(sa.func.max(E.c.id), 0))
+            values["cursor"] = (await tx.conn.execute(last)).scalar_one()
+            row = (await tx.conn.execute(W.insert().values(**values).returning(W))).one()
+        return _webhook(row)
+
+    async def list_webhooks(self, owner_id: str | None) -> list[Webhook]:
+        """Return the live subscriptions (of one owner, or all), oldest first."""
+        query = sa.select(W).where(W.c.deleted_at.is_(None)).order_by(W.c.created_at, W.c.id)
+        if owner_id is not None:
+            query = query.where(W.c.owner_id == owner_id)
+        async with self.db.read() as conn:
+            return [_webhook(r) for r in (await conn.execute(query)).all()]
+
+    async def get_webhook(self, webhook_id: str, owner_id: str | None) -> Webhook | None:
+        """Return a live subscription (``owner_id``'s, unless None), or None."""
+        async with self.db.read() as conn:
+            row = (await conn.execute(_visible(sa.select(W), webhook_id, owner_id))).one_or_none()
+        return None if row is None else _webhook(row)
+
+    async def delete_webhook(self, webhook_id: str, owner_id: str | None) -> bool:
+        """Delete a subscription (its deliveries stop); say whether it was live."""
+        async with self.db.write() as tx:
+            moved = await tx.conn.execute(
+                _visible(W.update(), webhook_id, owner_id).values(deleted_at=self.db.now())
+            )
+            return moved.rowcount == 1
+
+    async def rotate_webhook_secret(
+        self, webhook_id: str, owner_id: str | None, *, window: float
+    ) -> Webhook | None:
+        """Give a subscription a new secret; the old one signs too for ``window`` seconds."""
+        now = self.db.now()
+        async with self.db.write() as tx:
+            row = (
+                await tx.conn.execute(
+                    _visible(W.update(), webhook_id, owner_id)
+                    .values(
+                        secret=new_secret(),
+                        previous_secret=W.c.secret,
+                        previous_until=now + dt.timedelta(seconds=window),
+                    )
+                    .returning(W)
+                )
+            ).one_or_none()
+        return None if row is None else _webhook(row)
+
+    async def webhook_events(
+        self, webhook: Webhook, *, settle_before: dt.datetime, limit: int = 1000
+    ) -> EventBatch:
+        """Read the audit events past a subscription's cursor: those it hears of and has no
+        delivery for yet, and how far its cursor may move (the module says how)."""
+        enqueued = sa.exists().where(D.c.webhook_id == webhook.id, D.c.event_id == E.c.id)
+        query = (
+            sa.select(E.c.id, E.c.job_id, E.c.kind, E.c.detail, E.c.at, jobs.c.owner_id)
+            .add_columns(enqueued.label("enqueued"))
+            .select_from(E.join(jobs, jobs.c.id == E.c.job_id))
+            .where(E.c.id > webhook.cursor)
+            .order_by(E.c.id)
+            .limit(limit)
+        )
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        settled = naive_utc(settle_before)
+        cursor = webhook.cursor
+        for r in rows:
+            if r.id != cursor + 1:
+                break
+            cursor = r.id
+        cursor = max([cursor, *(r.id for r in rows if r.at <= settled)])
+        events = []
+        for r in rows:
+            kind = event_type(r.kind, r.detail)
+            mine = webhook.all_owners or r.owner_id == webhook.owner_id
+            if kind in webhook.events and mine and not r.enqueued:
+                events.append((r.id, kind, r.job_id, aware(r.at)))
+        return EventBatch(webhook, events, cursor)
+
+    async def enqueue_deliveries(
+        self, webhook_id: str, cursor: int, deliveries: Sequence[NewDelivery]
+    ) -> None:
+        """Write deliveries to send now (one per event: a second is ignored) and move the
+        subscription's cursor forward to ``cursor``, in one transaction."""
+        now = self.db.now()
+        async with self.db.write() as tx:
+            if deliveries:
+                insert = self.db.insert(D).on_conflict_do_nothing(
+                    index_elements=[D.c.webhook_id, D.c.event_id]
+                )
+                await tx.conn.execute(insert, [_pending(webhook_id, d, now) for d in deliveries])
+            await tx.conn.execute(
+                W.update().where(W.c.id == webhook_id, W.c.cursor < cursor).values(cursor=cursor)
+            )
+
+    async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery:
+        """Write one delivery to send now (a test event); return it."""
+        row = _pending(webhook_id, delivery, self.db.now())
+        async with self.db.write() as tx:
+            written = (await tx.conn.execute(D.insert().values(**row).returning(D))).one()
+        return _delivery(written)
+
+    async def due_deliveries(
+        self, *, lease: float, limit: int = 50
+    ) -> list[tuple[Delivery, Webhook]]:
+        """Claim deliveries due now, of live subscriptions: each is not due again for
+        ``lease`` seconds, so no other process sends it meanwhile."""
+        now = self.db.now()
+        query = (
+            sa.select(D, *(c.label(f"w_{c.name}") for c in W.c))
+            .select_from(D.join(W, W.c.id == D.c.webhook_id))
+            .where(
+                D.c.status == DeliveryStatus.PENDING.value,
+                D.c.next_at <= now,
+                W.c.deleted_at.is_(None),
+                W.c.disabled_at.is_(None),
+            )
+            .order_by(D.c.next_at, D.c.id)
+            .limit(limit)
+        )
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        claimed = []
+        later = now + dt.timedelta(seconds=lease)
+        async with self.db.write() as tx:
+            for r in rows:
+                moved = await tx.conn.execute(
+                    D.update()
+                    .where(D.c.id == r.id, D.c.status == "pending", D.c.next_at == r.next_at)
+                    .values(next_at=later)
+                )
+                if moved.rowcount == 1:
+                    hook = {c.name: getattr(r, f"w_{c.name}") for c in W.c}
+                    claimed.append((_delivery(r), _webhook(SimpleNamespace(**hook))))
+        return claimed
+
+    async def record_delivery(
+        self,
+        delivery_id: str,
+        *,
+        status: DeliveryStatus,
+        answer: int | None,
+        error: str | None,
+        next_at: dt.datetime | None,
+        disable: str | None = None,
+    ) -> None:
+        """Write one try's outcome; ``disable``: why the subscription stops (a 410)."""
+        now = self.db.now()
+        async with self.db.write() as tx:
+            moved = await tx.conn.execute(
+                D.update()
+                .where(D.c.id == delivery_id, D.c.status == DeliveryStatus.PENDING.value)
+                .values(
+                    status=status.value,
+                    tries=D.c.tries + 1,
+                    last_status=answer,
+                    last_error=error[:500] if error else None,
+                    next_at=None if next_at is None else naive_utc(next_at),
+                    delivered_at=now if status is DeliveryStatus.DELIVERED else None,
+                )
+                .returning(D.c.webhook_id)
+            )
+            webhook_id = moved.scalar_one_or_none()
+            if disable is not None and webhook_id is not None:
+                await tx.conn.execute(
+                    W.update()
+                    .where(W.c.id == webhook_id, W.c.disabled_at.is_(None))
+                    .values(disabled_at=now, disabled_reason=disable)
+                )
+
+    async def list_deliveries(
+        self, webhook_id: str, owner_id: str | None, limit: int = 100
+    ) -> list[Delivery] | None:
+        """Return a subscription's deliveries, newest first; None when it is not visible."""
+        if await self.get_webhook(webhook_id, owner_id) is None:
+            return None
+        query = (
+            sa.select(D)
+            .where(D.c.webhook_id == webhook_id)
+            .order_by(D.c.created_at.desc(), D.c.id.desc())
+            .limit(limit)
+        )
+        async with self.db.read() as conn:
+            return [_delivery(r) for r in (await conn.execute(query)).all()]
+
+    async def redeliver(
+        self, webhook_id: str, delivery_id: str, owner_id: str | None
+    ) -> Delivery | None:
+        """Send a delivery again now, with the same ``webhook-id`` and a fresh schedule;
+        None when it is not visible."""
+        if await self.get_webhook(webhook_id, owner_id) is None:
+            return None
+        async with self.db.write() as tx:
+            row = (
+                await tx.conn.execute(
+                    D.update()
+                    .where(D.c.id == delivery_id, D.c.webhook_id == webhook_id)
+                    .values(
+                        status=DeliveryStatus.PENDING.value,
+                        tries=0,
+                        next_at=self.db.now(),
+                        delivered_at=None,
+                    )
+                    .returning(D)
+                )
+            ).one_or_none()
+        return None if row is None else _delivery(row)
+
+
+def _pending(webhook_id: str, d: NewDelivery, now: dt.datetime) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "webhook_id": webhook_id,
+        "event_id": d.event_id,
+        "type": d.type,
+        "job_id": d.job_id,
+        "payload": d.payload,
+        "status": DeliveryStatus.PENDING.value,
+        "tries": 0,
+        "next_at": now,
+        "created_at": now,
+    }
