@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from gateway.settings import ShortcutsConfig
 from gateway.store import SqlJobStore, open_store, upgrade_database
-from tests.pgbouncer import PgBouncer, pgbouncer_binary, start_pgbouncer
+from scenarios.pgbouncer import PgBouncer, pgbouncer_binary, start_pgbouncer
 
 T = TypeVar("T")
 

@@ -1,7 +1,8 @@
-"""A real PgBouncer in transaction mode in front of the tests' PostgreSQL (issue 46).
+"""A real PgBouncer in transaction mode in front of a PostgreSQL (issue 46), for the tests
+(tests/conftest.py) and the benchmark beside a direct connection (``bench.pooler``).
 
-``start_pgbouncer`` writes its configuration and user list into a directory of the test
-run, starts Debian's ``pgbouncer`` on a free loopback port, and returns once it accepts
+``start_pgbouncer`` writes its configuration and user list into a directory of the
+caller's, starts Debian's ``pgbouncer`` on a free loopback port, and returns once it accepts
 connections; ``PgBouncer.stop`` ends that process by its PID. No system service is
 used or started. Every database of the server is reachable through it under its own
 name (``* =``), so a test database cloned on the server is reached through the pooler by
@@ -73,7 +74,9 @@ def free_port() -> int:
         return port
 
 
-def start_pgbouncer(binary: str, directory: Path, upstream: str) -> PgBouncer:
+def start_pgbouncer(
+    binary: str, directory: Path, upstream: str, server_pool: int = SERVER_POOL
+) -> PgBouncer:
     """Start PgBouncer in transaction mode in front of ``upstream``'s server.
 
     Its files go in ``directory``: ``pgbouncer.ini``, ``users.txt`` (``auth_type =
@@ -95,7 +98,7 @@ def start_pgbouncer(binary: str, directory: Path, upstream: str) -> PgBouncer:
         "auth_type = trust",
         f"auth_file = {users}",
         "pool_mode = transaction",
-        f"default_pool_size = {SERVER_POOL}",
+        f"default_pool_size = {server_pool}",
         "max_client_conn = 2000",
         # A server that refused a login is asked again at once (15 s by default), as a
         # database a test dropped and another created under a new name.
