@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -75,13 +76,18 @@ def free_port() -> int:
 
 
 def start_pgbouncer(
-    binary: str, directory: Path, upstream: str, server_pool: int = SERVER_POOL
+    binary: str,
+    directory: Path,
+    upstream: str,
+    server_pool: int = SERVER_POOL,
+    settings: Mapping[str, str | int] | None = None,
 ) -> PgBouncer:
     """Start PgBouncer in transaction mode in front of ``upstream``'s server.
 
     Its files go in ``directory``: ``pgbouncer.ini``, ``users.txt`` (``auth_type =
     trust``: the user must still be listed) and ``pgbouncer.log`` (its stderr). Run as
     root, it drops to the ``postgres`` user (PgBouncer refuses to run as root).
+    ``settings``: more ``[pgbouncer]`` settings, over these.
     """
     server = make_url(upstream)
     user = server.username or "postgres"
@@ -104,6 +110,7 @@ def start_pgbouncer(
         # database a test dropped and another created under a new name.
         "server_login_retry = 1",
     ]
+    lines += [f"{name} = {value}" for name, value in (settings or {}).items()]
     if os.geteuid() == 0:
         pwd.getpwnam("postgres")  # KeyError: no postgres user to run it as
         lines.append("user = postgres")
