@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.database_url import DatabaseKind, PostgresUrl, check_database_url
 from gateway.database_url import database_on_this_host as database_on_this_host
+from gateway.webhooks.config import WebhooksConfig
 from providers.config import ProviderConfig
 
 #: Where cgroup v2 says a container's CPU quota ("max 100000", or "200000 100000").
@@ -296,6 +297,7 @@ class Settings(BaseModel):
     admission: AdmissionConfig = AdmissionConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
     shadow: ShadowConfig = ShadowConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     certification: CertificationConfig = CertificationConfig()
     database: DatabaseConfig = Field(default_factory=DatabaseConfig.from_env)
     #: ``ONEJOB_SHORTCUTS=off`` turns every one off, over the file's ``[shortcuts]``.

@@ -197,7 +197,7 @@ class ApiKeys(Protocol):
         ...
 
 
-class JobStore(ApiKeys, Protocol):
+class JobStore(ApiKeys, WebhookStore, Protocol):
     """Durable jobs and attempts, and the API keys that own them: the database decides
     every race."""
 

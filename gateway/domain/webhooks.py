@@ -78,9 +78,8 @@ class Webhook:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewDelivery:
-    """An event to send to one subscription: ``id`` is its ``webhook-id``, for ever."""
+    """An event to send to one subscription (the store names it: its ``webhook-id``)."""
 
-    id: str
     event_id: int | None
     type: str
     job_id: str | None
@@ -133,3 +132,8 @@ def signature(secrets_: Sequence[str], msg_id: str, timestamp: int, body: bytes)
         "v1," + base64.b64encode(hmac.new(secret_key(s), signed, hashlib.sha256).digest()).decode()
         for s in secrets_
     )
+
+
+def payload_time(at: dt.datetime) -> str:
+    """Return ``at`` as a payload's ``timestamp`` (RFC 3339, UTC, milliseconds)."""
+    return at.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -180,7 +180,12 @@ _ULID = "[0-9A-HJKMNP-TV-Z]{26}"
 JOB_ID_PATTERN = f"^job_{_ULID}$"
 ATTEMPT_ID_PATTERN = f"^att_{_ULID}$"
 #: The path parameters that carry those ids, on every route.
-ID_PATTERNS = {"job_id": JOB_ID_PATTERN, "attempt_id": ATTEMPT_ID_PATTERN}
+ID_PATTERNS = {
+    "job_id": JOB_ID_PATTERN,
+    "attempt_id": ATTEMPT_ID_PATTERN,
+    "webhook_id": f"^wh_{_ULID}$",
+    "delivery_id": f"^msg_{_ULID}$",
+}
 
 #: One 3-byte group of an id's text, each byte one of U+0030-U+005F (digits, upper-case
 #: letters and ``:;<=>?@[\]^_``, a superset of Crockford's base32), base64url-encoded: the

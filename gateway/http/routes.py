@@ -60,6 +60,7 @@ from gateway.http.schemas import (
     Resolved,
 )
 from gateway.http.views import admin_attempt_view, event_view, job_view
+from gateway.http.webhooks import webhook_handlers
 from gateway.logging import JOB_ID_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
 
@@ -454,6 +455,7 @@ def v1_router() -> Router:
             list_contracts,
             list_certifications,
             list_providers,
+            *webhook_handlers(allow),
             admin_router(),
         ],
         dependencies={"principal": Provide(authenticate)},

@@ -7,6 +7,7 @@
 | ``waiting`` | ``Prefer: wait``: answer once the job is settled, or at a deadline |
 | ``following`` | the event stream: a job's events and changes as they come, until done |
 | ``about`` | the contracts and their routes, the failover matrix, the metrics |
+| ``webhooks`` | webhook subscriptions, their test events and deliveries (issue 45) |
 | ``base`` | what they all stand on: the dependencies, the caller's job, the admin check |
 
 Request problems raise ``gateway.errors``; business outcomes (replayed, conflict, blocked,
@@ -21,9 +22,10 @@ from gateway.service.base import NoCertifications
 from gateway.service.following import Following
 from gateway.service.jobs import Jobs
 from gateway.service.waiting import MAX_WAIT, Waiting
+from gateway.service.webhooks import Webhooks
 
 __all__ = ["MAX_WAIT", "JobService", "NoCertifications"]
 
 
-class JobService(Jobs, Attempts, Waiting, Following, About):
+class JobService(Jobs, Attempts, Waiting, Following, About, Webhooks):
     """Create and follow jobs, request attempts, cancel, and resolve unknown attempts."""

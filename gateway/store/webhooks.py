@@ -187,14 +187,15 @@ class WebhookRows:
                 insert = self.db.insert(D).on_conflict_do_nothing(
                     index_elements=[D.c.webhook_id, D.c.event_id]
                 )
-                await tx.conn.execute(insert, [_pending(webhook_id, d, now) for d in deliveries])
+                rows = [_pending(self.db.ids.new("msg"), webhook_id, d, now) for d in deliveries]
+                await tx.conn.execute(insert, rows)
             await tx.conn.execute(
                 W.update().where(W.c.id == webhook_id, W.c.cursor < cursor).values(cursor=cursor)
             )
 
     async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery:
         """Write one delivery to send now (a test event); return it."""
-        row = _pending(webhook_id, delivery, self.db.now())
+        row = _pending(self.db.ids.new("msg"), webhook_id, delivery, self.db.now())
         async with self.db.write() as tx:
             written = (await tx.conn.execute(D.insert().values(**row).returning(D))).one()
         return _delivery(written)
@@ -306,9 +307,9 @@ class WebhookRows:
         return None if row is None else _delivery(row)
 
 
-def _pending(webhook_id: str, d: NewDelivery, now: dt.datetime) -> dict[str, Any]:
+def _pending(msg_id: str, webhook_id: str, d: NewDelivery, now: dt.datetime) -> dict[str, Any]:
     return {
-        "id": d.id,
+        "id": msg_id,
         "webhook_id": webhook_id,
         "event_id": d.event_id,
         "type": d.type,

@@ -35,7 +35,7 @@ async def enqueue_all(store: SqlJobStore, webhook_id: str, now: dt.datetime) -> 
     assert hook is not None
     batch = await store.webhook_events(hook, settle_before=now - SETTLE)
     deliveries = [
-        NewDelivery(f"msg_{webhook_id}_{event_id}", event_id, kind, job_id, {"type": kind})
+        NewDelivery(event_id, kind, job_id, {"type": kind})
         for event_id, kind, job_id, _at in batch.events
     ]
     await store.enqueue_deliveries(webhook_id, batch.cursor, deliveries)
@@ -191,7 +191,7 @@ async def test_rotation_keeps_the_old_secret_for_its_window_and_delete_hides_it(
     now = dt.datetime.now(dt.UTC)
     assert rotated.secrets_at(now) == (rotated.secret, hook.secret)
     assert rotated.secrets_at(now + dt.timedelta(seconds=61)) == (rotated.secret,)
-    test = await store.add_delivery(hook.id, NewDelivery("msg_t", None, "webhook.test", None, {}))
+    test = await store.add_delivery(hook.id, NewDelivery(None, "webhook.test", None, {}))
     assert test.status is DeliveryStatus.PENDING
     assert await store.delete_webhook(hook.id, "bob") is False
     assert await store.delete_webhook(hook.id, "alice") is True
