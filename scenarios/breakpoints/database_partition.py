@@ -64,22 +64,31 @@ async def database_partition(ctx: ScenarioContext) -> None:
     sim = await ctx.simulator(port=sim_port)
     net = await NetPartition.open()
     try:
-        await _partitioned(ctx, net, sim, sim_port, database_url)
+        await partitioned(ctx, net, sim, sim_port, database_url)
     finally:
         await net.close()
 
 
-async def _partitioned(
-    ctx: ScenarioContext, net: NetPartition, sim: Any, sim_port: int, database_url: str
+async def partitioned(
+    ctx: ScenarioContext,
+    net: NetPartition,
+    sim: Any,
+    sim_port: int,
+    database_url: str,
+    pooled_url: str | None = None,
 ) -> None:
-    pg = make_url(database_url)
+    """Run the scenario's load, cuts and checks; ``pooled_url``: the gateway reaches the
+    database through this transaction pooler (``database-partition-pgbouncer``), whose
+    port the cuts then cut instead."""
+    pg = make_url(pooled_url or database_url)
     await net.forward(DATABASE, pg.port or 5432, host=pg.host or "127.0.0.1")
     provider = await net.forward(PROVIDER, sim_port)
+    pooler = {"pooler": "transaction"} if pooled_url else {}
     config = GatewayConfig(
         sim_port=provider.port,
         sim_host=provider.host,
         certifications_path=ctx.empty_registry(),
-        database={"timeout": DEADLINE, "connect_timeout": DEADLINE},
+        database={"timeout": DEADLINE, "connect_timeout": DEADLINE, **pooler},
     )
     path = config.write(ctx.harness.work_dir / "gateway.toml")
     port = free_port()
@@ -95,7 +104,7 @@ async def _partitioned(
         "--config",
         str(path),
         "--database-url",
-        net.url_through(database_url),
+        net.url_through(pooled_url or database_url),
     ]
     env = {"ONEJOB_INSTANCE_ID": "gateway"}
     gateway = await net.spawn(ctx.harness, "gateway", argv, port, "/readyz", env)

@@ -81,10 +81,12 @@ def test_every_required_scenario_is_registered_in_order() -> None:
         "database-failover",
         "rate-limit-storm",
         "provider-outage",
+        "database-partition-pgbouncer",
     ]
     assert all_scenarios()["cross-instance-double-click"].needs_postgres
     assert all_scenarios()["database-partition"].postgres_run_only
     assert all_scenarios()["database-failover"].postgres_run_only
+    assert all_scenarios()["database-partition-pgbouncer"].postgres_run_only
 
 
 async def _passes(ctx: ScenarioContext) -> None:
