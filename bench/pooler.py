@@ -1,6 +1,7 @@
 """Sync jobs through PgBouncer in transaction mode, beside a direct connection, in one run.
 
-``python -m bench.pooler [--connections 16] [--duration 6] [--rounds 4] [--server-pool 20]``
+``python -m bench.pooler [--connections 16] [--duration 6] [--rounds 4] [--server-pool 20]
+[--warm 2]``
 starts two gateways with the same zero-latency upstream, each on a fresh database of the
 machine's PostgreSQL: one connected directly (``direct``), one through a PgBouncer of its
 own in transaction mode (``scenarios.pgbouncer``, ``--server-pool`` server connections)
@@ -33,7 +34,7 @@ from bench.lib.rounds import figure_lines, new_over_base
 from bench.lib.wrk import run_wrk
 from scenarios.pgbouncer import pgbouncer_binary, start_pgbouncer
 
-WARM_SECONDS = 2
+WARM_SECONDS = 2.0  # each gateway's load before the rounds (--warm)
 FIGURES = ("rps", "p50_ms", "p99_ms", "cpu_ms")
 
 
@@ -95,9 +96,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ),
         }
         for _pid, base, script in sides.values():
-            run_wrk(
-                base, script, connections=args.connections, duration=WARM_SECONDS, prefix="warm"
-            )
+            run_wrk(base, script, connections=args.connections, duration=args.warm, prefix="warm")
         rounds = []
         for n in range(args.rounds):
             order = ("base", "new") if n % 2 == 0 else ("new", "base")
@@ -116,6 +115,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "connections": args.connections,
         "duration_s": args.duration,
         "server_pool": args.server_pool,
+        "warm_s": args.warm,
         "rounds": rounds,  # "base": direct, "new": through PgBouncer in transaction mode
         "ratios": new_over_base(rounds, FIGURES),
     }
@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--server-pool", type=int, default=20, help="PgBouncer's server pool")
+    parser.add_argument("--warm", type=float, default=WARM_SECONDS, help="seconds per gateway")
     parser.add_argument("--out", default=str(ROOT / "reports/out/pooler.json"))
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
