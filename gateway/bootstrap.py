@@ -20,6 +20,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import httpx
 import sniffio
 
 from contracts.loader import load_catalog
@@ -35,6 +36,7 @@ from gateway.background import (
 from gateway.capacity.gate import Capacity
 from gateway.database_url import relay_url
 from gateway.dispatch.routing import Routes
+from gateway.domain.clock import SystemClock
 from gateway.domain.ports import (
     BackgroundService,
     Certifications,
@@ -46,6 +48,7 @@ from gateway.domain.ports import (
     Reconcilable,
     ShadowStore,
 )
+from gateway.http.views import job_view
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.reconciler import Reconciler
@@ -54,6 +57,7 @@ from gateway.settings import Settings
 from gateway.shadow import ShadowChecker
 from gateway.store import SqlJobStore, open_store, upgrade_database
 from gateway.store.pg_connections import PostgresConnector
+from gateway.webhooks.delivery import WebhookDelivery
 
 log = logging.getLogger("onejob.runtime")
 
@@ -302,13 +306,20 @@ def queue_watch(runtime: Runtime) -> BackgroundService:
     )
 
 
+def webhook_delivery(runtime: Runtime) -> BackgroundService:
+    """Build the webhooks' delivery on its own client: no redirects, no proxy from the env."""
+    config = runtime.settings.webhooks
+    client = httpx.AsyncClient(follow_redirects=False, timeout=config.timeout, trust_env=False)
+    return WebhookDelivery(runtime.store, config, client, render=job_view, clock=SystemClock())
+
+
 def default_background(
     settings: Settings, metrics: Metrics, *, dispatcher: bool | None = None
 ) -> list[ServiceFactory]:
-    """Return the background services a process runs: the queue's count, the LISTEN
-    relay, the dispatcher (with the reconciler and the capacity sharing beside it) unless
-    ``dispatcher`` (default: the settings) says no."""
-    factories: list[ServiceFactory] = [queue_watch]
+    """Return the background services a process runs: the queue's count, the webhooks'
+    delivery, the LISTEN relay, the dispatcher (with the reconciler and the capacity
+    sharing beside it) unless ``dispatcher`` (default: the settings) says no."""
+    factories: list[ServiceFactory] = [queue_watch, webhook_delivery]
     if relay_url(settings.database_url, settings.database.listen_url, settings.database.pooler):
         factories.append(postgres_relay)
     if settings.dispatcher.enabled if dispatcher is None else dispatcher:

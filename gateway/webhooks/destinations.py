@@ -16,6 +16,7 @@ from collections.abc import Collection
 from urllib.parse import urlsplit
 
 MAX_URL = 2000  # characters
+RESOLVE_TIMEOUT = 5.0  # seconds a name may take to resolve
 
 
 def url_problem(url: str) -> str | None:
@@ -47,8 +48,10 @@ async def refused(url: str, allow_hosts: Collection[str]) -> str | None:
         return None
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
+        async with asyncio.timeout(RESOLVE_TIMEOUT):
+            loop = asyncio.get_running_loop()
+            found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError, UnicodeError, ValueError):  # gaierror is an OSError
         return f"{host} does not resolve"
     for *_, sockaddr in found:
         address = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])

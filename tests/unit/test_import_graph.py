@@ -59,6 +59,18 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
         "capacity (pacing, breaker, sharing) knows the store by its seam only, and no caller",
     ),
     (
+        "gateway.webhooks",
+        (
+            "litestar",
+            "sqlalchemy",
+            "gateway.store",
+            "gateway.http",
+            "gateway.service",
+            "gateway.dispatch",
+        ),
+        "webhook delivery knows the store by its seam only, and no caller",
+    ),
+    (
         "gateway",
         ("certify",),
         "the gateway runs on the contract model (contracts), never on the certification tool",

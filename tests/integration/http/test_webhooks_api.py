@@ -110,6 +110,7 @@ async def test_a_deleted_webhook_is_gone_for_its_owner_only(
         ({"url": "http:///h", "events": ["job.failed"]}, "no host"),
         ({"url": "http://u:p@127.0.0.1/h", "events": ["job.failed"]}, "credentials"),
         ({"url": "http://127.0.0.1:99999/h", "events": ["job.failed"]}, "cannot be read"),
+        ({"url": "http://127.0.0.2:9/h", "events": ["job.failed"]}, "loopback"),  # not listed
         ({"url": "http://localhost:9/h", "events": ["job.failed"]}, "loopback"),
         ({"url": "http://[::1]:9/h", "events": ["job.failed"]}, "loopback"),
         ({"url": "http://10.1.2.3/h", "events": ["job.failed"]}, "private"),

@@ -1,0 +1,173 @@
+"""The delivery service (issue 45): read each subscription's new events off the audit
+trail, write them as deliveries, and send the deliveries due, signed.
+
+Every ``interval`` seconds, a pass: for each live subscription, the events past its cursor
+become deliveries (the job as the API shows it, rendered once, so every try sends the same
+body) in one transaction with the cursor's move; then the deliveries due are claimed for
+``lease`` seconds and sent. A 2xx is delivered; 410 gives up and disables the
+subscription; anything else (another status, a redirect, no answer, a destination now
+refused) is tried again after the next step of ``[webhooks] retry_schedule``, and after
+the last one has failed. Nothing is lost to a crash: the events stay in ``job_events``
+until the cursor moves, and a delivery claimed but not recorded is due again when its
+lease ends (at least once: a receiver dedupes on ``webhook-id``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from gateway.domain.ports import Clock, JobStore
+from gateway.domain.records import JobRecord
+from gateway.domain.webhooks import (
+    Delivery,
+    DeliveryStatus,
+    NewDelivery,
+    Webhook,
+    payload_time,
+    signature,
+)
+from gateway.periodic import Periodic
+from gateway.webhooks.config import WebhooksConfig
+from gateway.webhooks.destinations import refused
+
+log = logging.getLogger("onejob.webhooks")
+GONE = "gone"  #: why a subscription whose endpoint answered 410 was disabled
+
+
+class WebhookDelivery(Periodic):
+    """Turn new audit events into deliveries and send those due (a ``BackgroundService``)."""
+
+    task_name = "onejob-webhooks"
+
+    def __init__(
+        self,
+        store: JobStore,
+        config: WebhooksConfig,
+        client: httpx.AsyncClient,
+        *,
+        render: Callable[[JobRecord], dict[str, Any]],
+        clock: Clock,
+    ) -> None:
+        super().__init__(config.interval)
+        self._store = store
+        self._config = config
+        self._client = client
+        self._render = render
+        self._clock = clock
+
+    async def start(self) -> None:
+        """Start the loop; its first pass runs at once, off the caller's path."""
+        self._stop.clear()
+        self._task = asyncio.create_task(self._passes(), name=self.task_name)
+
+    async def stopped(self) -> None:
+        """Close the client."""
+        await self._client.aclose()
+
+    async def _passes(self) -> None:
+        while not self._stop.is_set():
+            await self.tick()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.interval)
+
+    async def tick(self) -> None:
+        """Run one pass; a database away or a bug is logged, never the loop's end."""
+        try:
+            await self.run_pass()
+        except Exception as exc:
+            if not self._store.unavailable(exc, "webhook delivery"):
+                log.exception("a webhook pass failed")
+
+    async def run_pass(self) -> int:
+        """Collect every live subscription's new events, then send what is due; return how
+        many deliveries were sent (whatever their outcome)."""
+        hooks = [h for h in await self._store.list_webhooks(None) if h.disabled_at is None]
+        if not hooks:
+            return 0  # no subscription: nothing more is read
+        for hook in hooks:
+            await self.collect(hook)
+        due = await self._store.due_deliveries(lease=self._config.lease, limit=self._config.batch)
+        await asyncio.gather(*(self.send(d, h) for d, h in due))
+        return len(due)
+
+    async def collect(self, hook: Webhook) -> None:
+        """Write the subscription's new events as deliveries and move its cursor."""
+        settle = dt.timedelta(seconds=self._config.settle)
+        batch = await self._store.webhook_events(hook, settle_before=self._clock.now() - settle)
+        deliveries = []
+        for event_id, kind, job_id, at in batch.events:
+            job = await self._store.get_job(job_id)
+            if job is None:  # pruned meanwhile
+                continue
+            payload = {"type": kind, "timestamp": payload_time(at), "data": self._render(job)}
+            deliveries.append(NewDelivery(event_id, kind, job_id, payload))
+        if deliveries or batch.cursor != hook.cursor:
+            await self._store.enqueue_deliveries(hook.id, batch.cursor, deliveries)
+
+    async def send(self, delivery: Delivery, hook: Webhook) -> None:
+        """Send one delivery, signed, and record its outcome."""
+        answer: int | None = None
+        error: str | None = None
+        why = await refused(hook.url, self._config.allow_hosts)
+        if why is not None:
+            error = f"refused: {why}"
+        else:
+            now = self._clock.now()
+            body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+            stamp = int(now.timestamp())
+            headers = {
+                "content-type": "application/json",
+                "user-agent": "onejob-webhooks",
+                "webhook-id": delivery.id,
+                "webhook-timestamp": str(stamp),
+                "webhook-signature": signature(hook.secrets_at(now), delivery.id, stamp, body),
+            }
+            try:
+                response = await self._client.post(
+                    hook.url,
+                    content=body,
+                    headers=headers,
+                    timeout=self._config.timeout,
+                    follow_redirects=False,
+                )
+                answer = response.status_code
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+        await self._record(delivery, answer, error)
+
+    async def _record(self, delivery: Delivery, answer: int | None, error: str | None) -> None:
+        if answer is not None and 200 <= answer < 300:
+            delivered = DeliveryStatus.DELIVERED
+            await self._store.record_delivery(
+                delivery.id, status=delivered, answer=answer, error=None, next_at=None
+            )
+            return
+        if answer == 410:
+            log.warning("webhook %s answered 410: disabled", delivery.webhook_id)
+            await self._store.record_delivery(
+                delivery.id,
+                status=DeliveryStatus.FAILED,
+                answer=answer,
+                error=error,
+                next_at=None,
+                disable=GONE,
+            )
+            return
+        schedule = self._config.retry_schedule
+        if delivery.tries >= len(schedule):  # that was the last try
+            await self._store.record_delivery(
+                delivery.id, status=DeliveryStatus.FAILED, answer=answer, error=error, next_at=None
+            )
+            return
+        later = self._clock.now() + dt.timedelta(seconds=schedule[delivery.tries])
+        await self._store.record_delivery(
+            delivery.id, status=DeliveryStatus.PENDING, answer=answer, error=error, next_at=later
+        )

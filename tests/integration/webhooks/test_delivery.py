@@ -1,0 +1,195 @@
+"""Webhook delivery (issue 45) to a loopback receiver that verifies with the reference
+``standardwebhooks`` library, on SQLite and PostgreSQL: a verified ``job.succeeded``; a
+500 retried with the same ``webhook-id`` on the (compressed) schedule; 410 disables the
+endpoint; a schedule run out fails the delivery; both secrets sign during a rotation; a
+redirect is not followed; a destination refused at send time is not called."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook as Verifier
+
+from gateway.domain.clock import ManualClock
+from gateway.domain.records import ClaimSpec
+from gateway.domain.webhooks import DeliveryStatus
+from gateway.http.views import job_view
+from gateway.settings import ShortcutsConfig
+from gateway.store import SqlJobStore, open_store
+from gateway.webhooks.config import WebhooksConfig
+from gateway.webhooks.delivery import WebhookDelivery
+
+CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
+#: The schedule compressed: a minute, then two; the clock is moved, nothing waits.
+SCHEDULE = (60.0, 120.0)
+ALLOWED = WebhooksConfig(allow_hosts=("127.0.0.1",), retry_schedule=SCHEDULE)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    # The verifier checks the timestamp against the wall clock: start there.
+    return ManualClock(dt.datetime.now(dt.UTC))
+
+
+@pytest.fixture
+async def store(database_url: str, clock: ManualClock) -> AsyncIterator[SqlJobStore]:
+    s = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def delivery(store: SqlJobStore, clock: ManualClock, config: WebhooksConfig = ALLOWED) -> Any:
+    return WebhookDelivery(store, config, httpx.AsyncClient(), render=job_view, clock=clock)
+
+
+async def succeeded(store: SqlJobStore, make_job: Any, key: str = "k") -> str:
+    created = await store.create_or_get(make_job(key=key), CLAIM)
+    assert created.claimed is not None
+    await store.finalize(created.claimed.attempt.id, {"category": "billing"})
+    return created.job.id
+
+
+def verified(secret: str, got: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = Verifier(secret).verify(got.body, got.headers)
+    return payload
+
+
+async def test_a_receiver_gets_a_verified_job_succeeded_with_the_job_as_the_api_shows_it(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    job_id = await succeeded(store, make_job)
+    sender = delivery(store, clock)
+    try:
+        assert await sender.run_pass() == 1
+    finally:
+        await sender.stopped()
+    [got] = receiver.got
+    payload = verified(hook.secret, got)
+    job = await store.get_job(job_id)
+    assert job is not None
+    assert payload["type"] == "job.succeeded"
+    assert payload["data"] == json.loads(json.dumps(job_view(job)))
+    assert payload["timestamp"].endswith("Z")
+    assert got.headers["webhook-id"].startswith("msg_")
+    [shown] = await store.list_deliveries(hook.id, "alice") or []
+    assert shown.status is DeliveryStatus.DELIVERED and shown.tries == 1
+    assert shown.id == got.headers["webhook-id"] and shown.last_status == 204
+
+
+async def test_a_500_is_retried_on_the_schedule_with_the_same_webhook_id(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    await succeeded(store, make_job)
+    receiver.answers[:] = [500]
+    sender = delivery(store, clock)
+    try:
+        assert await sender.run_pass() == 1
+        [pending] = await store.list_deliveries(hook.id, "alice") or []
+        assert pending.status is DeliveryStatus.PENDING and pending.last_status == 500
+        assert pending.next_at == clock.now() + dt.timedelta(seconds=SCHEDULE[0])
+        assert await sender.run_pass() == 0  # not due before the first step of the schedule
+        clock.advance(61)
+        assert await sender.run_pass() == 1
+    finally:
+        await sender.stopped()
+    first, second = receiver.got
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+    assert verified(hook.secret, second)["type"] == "job.succeeded"
+    [done] = await store.list_deliveries(hook.id, "alice") or []
+    assert done.status is DeliveryStatus.DELIVERED and done.tries == 2
+
+
+async def test_a_410_disables_the_endpoint(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    await succeeded(store, make_job, "one")
+    receiver.answers[:] = [410]
+    sender = delivery(store, clock)
+    try:
+        assert await sender.run_pass() == 1
+        gone = await store.get_webhook(hook.id, "alice")
+        assert gone is not None and gone.disabled_reason == "gone"
+        await succeeded(store, make_job, "two")
+        clock.advance(3600)
+        assert await sender.run_pass() == 0
+    finally:
+        await sender.stopped()
+    assert len(receiver.got) == 1
+    [failed] = await store.list_deliveries(hook.id, "alice") or []
+    assert failed.status is DeliveryStatus.FAILED and failed.last_status == 410
+
+
+async def test_a_delivery_fails_once_the_schedule_runs_out(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    await succeeded(store, make_job)
+    receiver.answers[:] = [503, 503, 503, 503]
+    sender = delivery(store, clock)
+    try:
+        for _ in range(len(SCHEDULE) + 1):
+            assert await sender.run_pass() == 1
+            clock.advance(max(SCHEDULE) + 1)
+        assert await sender.run_pass() == 0
+    finally:
+        await sender.stopped()
+    assert len(receiver.got) == len(SCHEDULE) + 1
+    [failed] = await store.list_deliveries(hook.id, "alice") or []
+    assert failed.status is DeliveryStatus.FAILED and failed.tries == len(SCHEDULE) + 1
+
+
+async def test_during_a_rotation_both_secrets_verify_and_a_redirect_is_not_followed(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    rotated = await store.rotate_webhook_secret(hook.id, "alice", window=3600.0)
+    assert rotated is not None
+    await succeeded(store, make_job)
+    receiver.answers[:] = [302]
+    sender = delivery(store, clock)
+    try:
+        assert await sender.run_pass() == 1
+    finally:
+        await sender.stopped()
+    [got] = receiver.got  # the redirect's target was never asked
+    assert len(got.headers["webhook-signature"].split(" ")) == 2
+    assert verified(hook.secret, got) == verified(rotated.secret, got)
+    [pending] = await store.list_deliveries(hook.id, "alice") or []
+    assert pending.status is DeliveryStatus.PENDING and pending.last_status == 302
+
+
+async def test_a_destination_no_longer_allowed_is_not_called(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    hook = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    await succeeded(store, make_job)
+    sender = delivery(store, clock, WebhooksConfig(retry_schedule=SCHEDULE))
+    try:
+        assert await sender.run_pass() == 1
+    finally:
+        await sender.stopped()
+    assert receiver.got == []
+    [pending] = await store.list_deliveries(hook.id, "alice") or []
+    assert pending.status is DeliveryStatus.PENDING and pending.last_status is None
+    assert pending.last_error is not None and "loopback" in pending.last_error
+
+
+async def test_with_no_subscription_a_pass_reads_nothing_more(
+    store: SqlJobStore, clock: ManualClock, make_job: Any
+) -> None:
+    await succeeded(store, make_job)
+    sender = delivery(store, clock)
+    try:
+        assert await sender.run_pass() == 0
+    finally:
+        await sender.stopped()
