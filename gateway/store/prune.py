@@ -10,7 +10,7 @@ from gateway.domain.clock import ulid_text, unix_milliseconds
 from gateway.domain.states import JobStatus
 from gateway.store.database import Database
 from gateway.store.rows import naive_utc
-from gateway.store.tables import attempts, job_events, jobs, shadow_checks
+from gateway.store.tables import attempts, job_events, jobs, shadow_checks, webhook_deliveries
 
 #: Only jobs nobody can change any more are removed: never queued, running or unknown ones.
 PRUNABLE = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
@@ -28,7 +28,8 @@ def id_bound(cutoff: dt.datetime) -> str:
 
 
 class Retention:
-    """Delete old settled jobs with their attempts, audit events and shadow checks."""
+    """Delete old settled jobs with their attempts, audit events, shadow checks and webhook
+    deliveries."""
 
     db: Database
 
@@ -60,6 +61,9 @@ class Retention:
             await conn.execute(job_events.delete().where(job_events.c.job_id.in_(ids)))
             # Shadow checks (issue 38) go with their job: sampled inputs follow retention.
             await conn.execute(shadow_checks.delete().where(shadow_checks.c.job_id.in_(ids)))
+            # So do their webhook deliveries (issue 45): each holds the job as the API showed it.
+            deliveries = webhook_deliveries.c.job_id
+            await conn.execute(webhook_deliveries.delete().where(deliveries.in_(ids)))
             await conn.execute(attempts.delete().where(attempts.c.job_id.in_(ids)))
             await conn.execute(jobs.delete().where(jobs.c.id.in_(ids), jobs.c.status.in_(PRUNABLE)))
             return len(ids)

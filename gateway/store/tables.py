@@ -233,4 +233,5 @@ webhook_deliveries = sa.Table(
     sa.UniqueConstraint("webhook_id", "event_id"),
     sa.Index("ix_webhook_deliveries_status_next_at", "status", "next_at"),
     sa.Index("ix_webhook_deliveries_webhook_id_created_at", "webhook_id", "created_at"),
+    sa.Index("ix_webhook_deliveries_job_id", "job_id"),  # retention deletes them with the job
 )

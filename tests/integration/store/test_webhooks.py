@@ -197,3 +197,16 @@ async def test_rotation_keeps_the_old_secret_for_its_window_and_delete_hides_it(
     assert await store.delete_webhook(hook.id, "alice") is True
     assert await store.get_webhook(hook.id, "alice") is None
     assert await store.list_webhooks("alice") == []
+
+
+async def test_retention_deletes_a_pruned_jobs_deliveries_with_it(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    hook = await store.create_webhook(
+        "alice", "http://127.0.0.1:9/h", ["job.succeeded"], all_owners=False
+    )
+    job = await succeeded(store, make_job, "old")
+    assert await enqueue_all(store, hook.id, dt.datetime.now(dt.UTC)) == [job]
+    test = await store.add_delivery(hook.id, NewDelivery(None, "webhook.test", None, {}))
+    assert await store.prune_jobs(dt.datetime.now(dt.UTC) + dt.timedelta(days=1)) == 1
+    assert [d.id for d in await store.list_deliveries(hook.id, "alice") or []] == [test.id]

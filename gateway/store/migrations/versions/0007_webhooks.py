@@ -73,6 +73,7 @@ def upgrade() -> None:
         "webhook_deliveries",
         ["webhook_id", "created_at"],
     )
+    op.create_index("ix_webhook_deliveries_job_id", "webhook_deliveries", ["job_id"])
 
 
 def downgrade() -> None:
