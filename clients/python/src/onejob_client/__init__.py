@@ -49,6 +49,7 @@ from onejob_client.jobs import (
 from onejob_client.protocol import VERSION as __version__
 from onejob_client.retry import RetryPolicy
 from onejob_client.sse import ServerSentEvent, SSEDecoder
+from onejob_client.webhooks import WebhookVerificationError, sign_webhook, verify_webhook
 
 __all__ = [
     "AsyncClient",
@@ -82,8 +83,11 @@ __all__ = [
     "Unavailable",
     "UnknownContract",
     "UnknownProvider",
+    "WebhookVerificationError",
     "__version__",
     "is_decided",
     "is_settled",
     "new_key",
+    "sign_webhook",
+    "verify_webhook",
 ]
