@@ -379,3 +379,30 @@ export class UnknownContract extends ProblemError {}
 export class UnknownProvider extends ProblemError {}
 export class FallbackNotCertified extends ProblemError {}
 export function problemError(status: number, problem: Problem): ProblemError;
+
+/** Webhooks (Standard Webhooks): check what onejob sent, with WebCrypto. */
+export declare const SECRET_PREFIX: "whsec_";
+/** Seconds between a webhook's timestamp and now, at most. */
+export declare const WEBHOOK_TOLERANCE: number;
+export class WebhookVerificationError extends OnejobError {}
+export type WebhookHeaders = { get(name: string): string | null } | Record<string, string>;
+export interface WebhookEvent {
+  type: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "webhook.test";
+  timestamp: string;
+  data: unknown;
+}
+/** The "v1,..." signature of one message, as onejob puts it in webhook-signature. */
+export function signWebhook(
+  secret: string,
+  msgId: string,
+  timestamp: number,
+  body: string | Uint8Array | ArrayBuffer,
+): Promise<string>;
+/** Check a webhook's signature and timestamp; resolve to its payload, or reject with
+ * WebhookVerificationError. `secret`: one whsec_ secret, or several while you rotate. */
+export function verifyWebhook(
+  body: string | Uint8Array | ArrayBuffer,
+  headers: WebhookHeaders,
+  secret: string | string[],
+  options?: { tolerance?: number; now?: number },
+): Promise<WebhookEvent>;

@@ -36,6 +36,13 @@ export { DEFAULT_POLICY, RETRY_STATUSES, Retrying, parseRetryAfter } from "./ret
 export { EVENT_STREAM, SSEDecoder, eventJSON } from "./sse.js";
 export { RememberedIntention, STORAGE_PREFIX, rememberIntention } from "./storage.js";
 export {
+  SECRET_PREFIX,
+  WEBHOOK_TOLERANCE,
+  WebhookVerificationError,
+  signWebhook,
+  verifyWebhook,
+} from "./webhooks.js";
+export {
   IN_PROGRESS,
   MAX_WAIT,
   OnejobClient,
