@@ -211,7 +211,7 @@ def test_reports_show_the_matrix_and_every_failure(certified: dict[str, Any]) ->
     out: Path = certified["root"] / "out"
     html = (out / "contracts.html").read_text()
     assert "Provider &times; contract" in html and "Variants drawn" in html
-    matrix = html[: html.index("<h2>Latency, tokens and cost</h2>")]
+    matrix = html[html.index('<h2 id="matrix">') : html.index('<h2 id="failover-pairs">')]
     assert matrix.count('class="pass"') == 11 and matrix.count('class="fail"') == 31
     assert "unexpected top-level key &#39;result&#39;" in html
     report = json.loads((out / "contracts.json").read_text())
