@@ -36,7 +36,7 @@ from gateway.domain.webhooks import (
 )
 from gateway.periodic import Periodic
 from gateway.webhooks.config import WebhooksConfig
-from gateway.webhooks.destinations import refused
+from gateway.webhooks.destinations import check, pinned
 
 log = logging.getLogger("onejob.webhooks")
 GONE = "gone"  #: why a subscription whose endpoint answered 410 was disabled
@@ -116,9 +116,9 @@ class WebhookDelivery(Periodic):
         """Send one delivery, signed, and record its outcome."""
         answer: int | None = None
         error: str | None = None
-        why = await refused(hook.url, self._config.allow_hosts)
-        if why is not None:
-            error = f"refused: {why}"
+        where = await check(hook.url, self._config.allow_hosts)
+        if where.refusal is not None:
+            error = f"refused: {where.refusal}"
         else:
             now = self._clock.now()
             body = json.dumps(delivery.payload, separators=(",", ":")).encode()
@@ -130,13 +130,19 @@ class WebhookDelivery(Periodic):
                 "webhook-timestamp": str(stamp),
                 "webhook-signature": signature(hook.secrets_at(now), delivery.id, stamp, body),
             }
+            url = hook.url
+            extensions: dict[str, Any] = {}
+            if where.address is not None:
+                url, host, extensions = pinned(hook.url, where.address)
+                headers.update(host)
             try:
                 response = await self._client.post(
-                    hook.url,
+                    url,
                     content=body,
                     headers=headers,
                     timeout=self._config.timeout,
                     follow_redirects=False,
+                    extensions=extensions,
                 )
                 answer = response.status_code
             except httpx.HTTPError as exc:

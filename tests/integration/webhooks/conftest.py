@@ -62,11 +62,22 @@ class Receiver:
         return self.got[count - 1]
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    """A receiver on a loopback port, served by uvicorn in this event loop."""
+@contextlib.asynccontextmanager
+async def serve_receiver(
+    scheme: str = "http", certfile: str | None = None
+) -> AsyncIterator[Receiver]:
+    """Serve a receiver on a loopback port with uvicorn in this event loop (TLS with
+    ``certfile``: a key and its chain in one PEM file)."""
     app = Receiver()
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_config=None,
+        access_log=False,
+        ssl_certfile=certfile,
+        ssl_keyfile=certfile,
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
@@ -77,12 +88,25 @@ async def receiver() -> AsyncIterator[Receiver]:
                     raise RuntimeError("uvicorn stopped while starting")
                 await asyncio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
-        app.url = f"http://127.0.0.1:{port}/hook"
+        app.url = f"{scheme}://127.0.0.1:{port}/hook"
         yield app
     finally:
         server.should_exit = True
         with contextlib.suppress(Exception):
             await task
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A receiver on a loopback port."""
+    async with serve_receiver() as app:
+        yield app
+
+
+@pytest.fixture
+def tls_receiver() -> Any:
+    """Return ``serve_receiver`` (for a TLS receiver)."""
+    return serve_receiver
 
 
 def new_job(owner: str = "alice", key: str = "k1") -> NewJob:
