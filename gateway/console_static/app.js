@@ -6,6 +6,7 @@ import { renderJob } from "./job.js";
 import { renderJobs } from "./jobs.js";
 import { renderCertificate, renderMatrix } from "./matrix.js";
 import { renderUnknown } from "./unknown.js";
+import { renderDeliveries, renderWebhooks } from "./webhooks.js";
 
 const ADMIN_SCOPE = "admin";
 
@@ -15,11 +16,13 @@ const ROUTES = {
   matrix: { title: "Failover matrix", render: renderMatrix },
   certificate: { title: (rest) => (rest.length > 1 ? `Certificate: ${rest[1]} on ${rest[0]}` : "Certificate"), render: (view, ctx, rest) => renderCertificate(view, ctx, rest[0], rest[1]) },
   unknown: { title: "Unknown attempts", render: renderUnknown, admin: true },
+  webhooks: { title: (rest) => (rest.length ? `Webhook ${rest[0]}` : "Webhooks"), render: (view, ctx, rest) => rest.length ? renderDeliveries(view, ctx, rest[0]) : renderWebhooks(view, ctx) },
 };
 const NAV = [
   ["jobs", "Recent jobs"],
   ["matrix", "Failover matrix"],
   ["unknown", "Unknown attempts"],
+  ["webhooks", "Webhooks"],
 ];
 
 const state = { who: null, stop: null };

@@ -78,7 +78,8 @@ async def check(url: str, allow_hosts: Collection[str]) -> Destination:
         mapped = getattr(address, "ipv4_mapped", None)
         if not (mapped or address).is_global:
             return Destination(
-                refusal=f"{host} is {address}, a private or loopback address"
+                refusal=f"{host if host == str(address) else f'{host} is {address},'}"
+                " a private or loopback address"
                 " (list the host in [webhooks] allow_hosts to allow it)"
             )
     if not addresses:

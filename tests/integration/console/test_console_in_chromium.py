@@ -234,7 +234,9 @@ async def test_a_key_without_the_admin_scope_sees_no_admin_view(
     page, watched = await open_page()
     await sign_in(page, stack.url, stack.key)
     nav = page.get_by_role("navigation", name="Console sections")
-    await expect(nav.get_by_role("link")).to_have_text(["Recent jobs", "Failover matrix"])
+    await expect(nav.get_by_role("link")).to_have_text(
+        ["Recent jobs", "Failover matrix", "Webhooks"]
+    )
     await expect(page.locator("#who")).to_contain_text("alice")
     await page.goto(f"{stack.url}#/unknown")
     await expect(page.get_by_role("heading", name="Unknown attempts")).to_be_visible()
