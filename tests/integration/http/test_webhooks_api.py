@@ -140,3 +140,14 @@ async def test_malformed_bodies_are_4xx_problems(
 
 async def test_webhooks_need_a_key(client: httpx.AsyncClient) -> None:
     problem(await client.post("/v1/webhooks", json=HOOK), 401)
+
+
+async def test_an_owner_may_have_a_hundred_webhooks(client: httpx.AsyncClient, keys: Any) -> None:
+    for _ in range(100):
+        made = await client.post("/v1/webhooks", json=HOOK, headers=keys.auth())
+        assert made.status_code == 201, made.text
+    refused = problem(await client.post("/v1/webhooks", json=HOOK, headers=keys.auth()), 422)
+    assert "100 webhooks at most" in refused["detail"]
+    assert (
+        await client.post("/v1/webhooks", json=HOOK, headers=keys.auth("bob"))
+    ).status_code == 201
