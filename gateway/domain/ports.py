@@ -171,7 +171,7 @@ class WebhookStore(Protocol):
     async def delete_webhook(self, webhook_id: str, owner_id: str | None) -> bool: ...
     async def rotate_webhook_secret(self, webhook_id: str, owner_id: str | None, *, window: float) -> Webhook | None: ...  # noqa: E501
     async def webhook_events(self, webhook: Webhook, *, settle_before: dt.datetime, limit: int = 1000) -> EventBatch: ...  # noqa: E501
-    async def enqueue_deliveries(self, webhook_id: str, cursor: int, deliveries: Sequence[NewDelivery]) -> None: ...  # noqa: E501
+    async def enqueue_deliveries(self, batch: EventBatch, deliveries: Sequence[NewDelivery]) -> None: ...  # noqa: E501
     async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery: ...
     async def due_deliveries(self, *, lease: float, limit: int = 50) -> list[tuple[Delivery, Webhook]]: ...  # noqa: E501
     async def record_delivery(self, delivery_id: str, *, status: DeliveryStatus, answer: int | None, error: str | None, next_at: dt.datetime | None, disable: str | None = None) -> None: ...  # noqa: E501

@@ -62,8 +62,13 @@ class Webhook:
     #: The secret before the last rotation, still signing until ``previous_until``.
     previous_secret: str | None
     previous_until: dt.datetime | None
-    #: The last audit event (``job_events.id``) this subscription has looked at.
+    #: Every audit event (``job_events.id``) up to this one has been looked at, for good.
     cursor: int
+    #: The last audit event read; ids missing below it are ``gaps``.
+    seen: int
+    #: Ids missing when read (a transaction not yet committed, or rolled back), read again
+    #: until settled: (first id, last id, when noticed as stored: ISO, naive UTC).
+    gaps: tuple[tuple[int, int, str], ...]
     created_at: dt.datetime
     disabled_at: dt.datetime | None
     disabled_reason: str | None
@@ -107,12 +112,14 @@ class Delivery:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EventBatch:
-    """Audit events past a subscription's cursor: those it hears of, and the new cursor
-    (past every event that can no longer change: see docs/decisions.md)."""
+    """Audit events a subscription had not looked at: those it hears of, and its new cursor,
+    last id seen and gaps (see ``gateway.store.webhooks`` and docs/decisions.md)."""
 
     webhook: Webhook
     events: Sequence[tuple[int, str, str, dt.datetime]]  #: (event id, type, job id, at)
     cursor: int
+    seen: int
+    gaps: tuple[tuple[int, int, str], ...]
 
 
 def new_secret() -> str:

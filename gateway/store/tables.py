@@ -192,7 +192,7 @@ capacity_members = sa.Table(
 )
 
 #: Webhook subscriptions (issue 45). The secret is kept as given out: signing needs it.
-#: ``cursor`` is the last audit event (``job_events.id``) the subscription looked at.
+#: ``cursor``: every audit event (``job_events.id``) up to it was looked at, for good.
 webhooks = sa.Table(
     "webhooks",
     metadata,
@@ -205,6 +205,9 @@ webhooks = sa.Table(
     sa.Column("previous_secret", sa.String(100), nullable=True),
     sa.Column("previous_until", sa.DateTime, nullable=True),
     sa.Column("cursor", EventId, nullable=False),
+    #: The last event read, and the ids missing below it, read again until settled (0008).
+    sa.Column("seen", EventId, nullable=False),
+    sa.Column("gaps", Json, nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("disabled_at", sa.DateTime, nullable=True),
     sa.Column("disabled_reason", sa.String(40), nullable=True),

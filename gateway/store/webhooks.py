@@ -2,13 +2,15 @@
 and the deliveries to send.
 
 Nothing here is on a job's path: creation and decision write their audit events as they
-did before, and a subscription reads them after its cursor (``webhook_events``). A row
-past a gap in the ids is read again until the gap is settled: on PostgreSQL an id is
-drawn when the row is inserted but seen when its transaction commits, so a smaller id may
-appear later. The cursor moves past what no transaction can still change: ids seen without
-a gap before them, and every id up to an event older than ``settle_before`` (no write
-transaction lives that long). A row read twice is one delivery (the unique
-``(webhook_id, event_id)``). See docs/decisions.md.
+did before, and a subscription reads them after the last id it saw (``webhook_events``).
+On PostgreSQL an id is drawn when the row is inserted but seen when its transaction
+commits, so a smaller id may appear after a larger one was read. A missing id is kept as
+a gap (its range and when it was noticed) and read again on every pass until it is
+settled: older than the settling time, longer than any write transaction lives, and read
+once more after that. The cursor is the last id before the first open gap: every id up to
+it is settled. New events are read past the last id seen, so a gap never holds them back.
+A row read twice is one delivery (the unique ``(webhook_id, event_id)``). See
+docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def _webhook(r: Any) -> Webhook:
         previous_secret=r.previous_secret,
         previous_until=aware(r.previous_until) if r.previous_until else None,
         cursor=r.cursor,
+        seen=r.seen,
+        gaps=tuple((lo, hi, noticed) for lo, hi, noticed in r.gaps),
         created_at=aware(r.created_at),
         disabled_at=aware(r.disabled_at) if r.disabled_at else None,
         disabled_reason=r.disabled_reason,
@@ -100,7 +104,8 @@ class WebhookRows:
         }
         async with self.db.write() as tx:
             last = sa.select(sa.func.coalesce(sa.func.max(E.c.id), 0))
-            values["cursor"] = (await tx.conn.execute(last)).scalar_one()
+            values["cursor"] = values["seen"] = (await tx.conn.execute(last)).scalar_one()
+            values["gaps"] = []
             row = (await tx.conn.execute(W.insert().values(**values).returning(W))).one()
         return _webhook(row)
 
@@ -148,49 +153,55 @@ class WebhookRows:
     async def webhook_events(
         self, webhook: Webhook, *, settle_before: dt.datetime, limit: int = 1000
     ) -> EventBatch:
-        """Read the audit events past a subscription's cursor: those it hears of and has no
-        delivery for yet, and how far its cursor may move (the module says how)."""
+        """Read the audit events a subscription has not looked at: those in its gaps and
+        those past the last id it saw; return those it hears of and has no delivery for
+        yet, and its new cursor, last id seen and gaps (the module says how)."""
         enqueued = sa.exists().where(D.c.webhook_id == webhook.id, D.c.event_id == E.c.id)
-        query = (
-            sa.select(E.c.id, E.c.job_id, E.c.kind, E.c.detail, E.c.at, jobs.c.owner_id)
-            .add_columns(enqueued.label("enqueued"))
-            .select_from(E.join(jobs, jobs.c.id == E.c.job_id))
-            .where(E.c.id > webhook.cursor)
-            .order_by(E.c.id)
-            .limit(limit)
+        columns = sa.select(E.c.id, E.c.job_id, E.c.kind, E.c.detail, E.c.at, jobs.c.owner_id)
+        base = columns.add_columns(enqueued.label("enqueued")).select_from(
+            E.join(jobs, jobs.c.id == E.c.job_id)
         )
-        async with self.db.read() as conn:
-            rows = (await conn.execute(query)).all()
+        fresh = base.where(E.c.id > webhook.seen).order_by(E.c.id).limit(limit)
+        in_gaps = [E.c.id.between(lo, hi) for lo, hi, _ in webhook.gaps]
         settled = naive_utc(settle_before)
-        cursor = webhook.cursor
+        async with self.db.read() as conn:
+            # A gap is read once more after it settled, before it is let go.
+            filled = (await conn.execute(base.where(sa.or_(*in_gaps)))).all() if in_gaps else []
+            rows = (await conn.execute(fresh)).all()
+        gaps = [g for g in webhook.gaps if dt.datetime.fromisoformat(g[2]) > settled]
+        seen, noticed_now = webhook.seen, self.db.now().isoformat()
         for r in rows:
-            if r.id != cursor + 1:
-                break
-            cursor = r.id
-        cursor = max([cursor, *(r.id for r in rows if r.at <= settled)])
+            if r.id > seen + 1:
+                gaps.append((seen + 1, r.id - 1, noticed_now))
+            seen = r.id
+        cursor = min(lo for lo, _, _ in gaps) - 1 if gaps else seen
         events = []
-        for r in rows:
+        for r in [*filled, *rows]:
             kind = event_type(r.kind, r.detail)
             mine = webhook.all_owners or r.owner_id == webhook.owner_id
             if kind in webhook.events and mine and not r.enqueued:
                 events.append((r.id, kind, r.job_id, aware(r.at)))
-        return EventBatch(webhook, events, cursor)
+        return EventBatch(webhook, events, max(cursor, webhook.cursor), seen, tuple(gaps))
 
     async def enqueue_deliveries(
-        self, webhook_id: str, cursor: int, deliveries: Sequence[NewDelivery]
+        self, batch: EventBatch, deliveries: Sequence[NewDelivery]
     ) -> None:
-        """Write deliveries to send now (one per event: a second is ignored) and move the
-        subscription's cursor forward to ``cursor``, in one transaction."""
+        """Write deliveries to send now (one per event: a second is ignored) and the
+        subscription's new cursor, last id seen and gaps, in one transaction (unless another
+        process moved them first: it read the same events)."""
         now = self.db.now()
+        hook = batch.webhook
         async with self.db.write() as tx:
             if deliveries:
                 insert = self.db.insert(D).on_conflict_do_nothing(
                     index_elements=[D.c.webhook_id, D.c.event_id]
                 )
-                rows = [_pending(self.db.ids.new("msg"), webhook_id, d, now) for d in deliveries]
+                rows = [_pending(self.db.ids.new("msg"), hook.id, d, now) for d in deliveries]
                 await tx.conn.execute(insert, rows)
             await tx.conn.execute(
-                W.update().where(W.c.id == webhook_id, W.c.cursor < cursor).values(cursor=cursor)
+                W.update()
+                .where(W.c.id == hook.id, W.c.seen == hook.seen, W.c.cursor == hook.cursor)
+                .values(cursor=batch.cursor, seen=batch.seen, gaps=[list(g) for g in batch.gaps])
             )
 
     async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery:

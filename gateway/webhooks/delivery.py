@@ -109,8 +109,9 @@ class WebhookDelivery(Periodic):
                 continue
             payload = {"type": kind, "timestamp": payload_time(at), "data": self._render(job)}
             deliveries.append(NewDelivery(event_id, kind, job_id, payload))
-        if deliveries or batch.cursor != hook.cursor:
-            await self._store.enqueue_deliveries(hook.id, batch.cursor, deliveries)
+        moved = (batch.cursor, batch.seen, batch.gaps) != (hook.cursor, hook.seen, hook.gaps)
+        if deliveries or moved:
+            await self._store.enqueue_deliveries(batch, deliveries)
 
     async def send(self, delivery: Delivery, hook: Webhook) -> None:
         """Send one delivery, signed, and record its outcome."""

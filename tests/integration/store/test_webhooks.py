@@ -29,16 +29,18 @@ async def succeeded(store: SqlJobStore, make_job: Any, key: str, owner: str = "a
     return created.job.id
 
 
-async def enqueue_all(store: SqlJobStore, webhook_id: str, now: dt.datetime) -> list[str]:
+async def enqueue_all(
+    store: SqlJobStore, webhook_id: str, now: dt.datetime, limit: int = 1000
+) -> list[str]:
     """Read a subscription's events as the delivery service does; return their job ids."""
     hook = await store.get_webhook(webhook_id, None)
     assert hook is not None
-    batch = await store.webhook_events(hook, settle_before=now - SETTLE)
+    batch = await store.webhook_events(hook, settle_before=now - SETTLE, limit=limit)
     deliveries = [
         NewDelivery(event_id, kind, job_id, {"type": kind})
         for event_id, kind, job_id, _at in batch.events
     ]
-    await store.enqueue_deliveries(webhook_id, batch.cursor, deliveries)
+    await store.enqueue_deliveries(batch, deliveries)
     return [job_id for _e, _k, job_id, _a in batch.events]
 
 
@@ -117,29 +119,41 @@ async def test_an_event_committed_after_a_larger_id_is_not_skipped(
         clock.advance(SETTLE.total_seconds() + 1)
         await enqueue_all(store, hook.id, clock.now())
         moved = await store.get_webhook(hook.id, None)
-        assert moved is not None and moved.cursor > hook.cursor
+        assert moved is not None and moved.cursor == moved.seen > hook.cursor
+        assert moved.gaps == ()
     finally:
         await store.close()
 
 
-async def test_a_gap_older_than_the_settling_time_no_longer_holds_the_cursor(
+async def test_a_gap_holds_the_cursor_until_it_settles_but_not_the_events_after_it(
     store: SqlJobStore, make_job: Any
 ) -> None:
+    jobs = [(await store.create_or_get(make_job(key=f"k{n}"))).job.id for n in range(3)]
     hook = await store.create_webhook(
         "alice", "http://127.0.0.1:9/h", ["job.failed"], all_owners=False
     )
-    job = (await store.create_or_get(make_job(key="k"))).job.id
-    long_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).replace(tzinfo=None)
+    now = dt.datetime.now(dt.UTC)
+    naive = now.replace(tzinfo=None)
     async with store.engine.begin() as conn:
         top = (await conn.execute(sa.select(sa.func.max(job_events.c.id)))).scalar_one()
-        await conn.execute(
-            job_events.insert().values(
-                id=top + 5, job_id=job, kind="job_failed", detail={}, at=long_ago
+        for n, job in enumerate(jobs):  # ids top+5, top+6, top+7: top+1 to top+4 missing
+            await conn.execute(
+                job_events.insert().values(
+                    id=top + 5 + n, job_id=job, kind="job_failed", detail={}, at=naive
+                )
             )
-        )
-    assert await enqueue_all(store, hook.id, dt.datetime.now(dt.UTC)) == [job]
+    # One event a pass: each pass reads on past the last one seen, not again past the gap.
+    for job in jobs:
+        assert await enqueue_all(store, hook.id, now, limit=1) == [job]
+    held = await store.get_webhook(hook.id, None)
+    assert held is not None and held.cursor == top and held.seen == top + 7
+    assert [(lo, hi) for lo, hi, _ in held.gaps] == [(top + 1, top + 4)]
+    assert await enqueue_all(store, hook.id, now) == []
+    # Settled (noticed longer ago than the settling time): read once more, then let go.
+    later = now + SETTLE + dt.timedelta(seconds=1)
+    assert await enqueue_all(store, hook.id, later) == []
     moved = await store.get_webhook(hook.id, None)
-    assert moved is not None and moved.cursor == top + 5
+    assert moved is not None and moved.cursor == moved.seen == top + 7 and moved.gaps == ()
 
 
 async def test_a_delivery_is_claimed_once_and_its_outcomes_recorded(
