@@ -32,6 +32,9 @@ DRIVER_LOG_CAPS = {
     # Alembic's plug-in set-up says seven lines at every start; a migration that runs
     # still logs at INFO (``alembic.runtime.migration``).
     "alembic.runtime.plugins": logging.WARNING,
+    # httpx logs every request with its URL at INFO: a webhook receiver's URL may carry
+    # its own token (``?token=...``), which must not reach the logs.
+    "httpx": logging.WARNING,
 }
 #: What Alembic says before every run, migration or not: dropped, so a start that
 #: migrates nothing says nothing; each migration it runs keeps its INFO line.

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 ONEJOB = [str(Path(sys.executable).parent / "onejob")]  # the installed console script
 STARTUP = 30.0  # seconds, at most, for a gateway to answer /healthz
+TOKEN = "receiver-s3cret"  # a receiver's own token in its URL
 TICKET = {
     "contract": "ticket-triage@1",
     "input": {
@@ -127,7 +128,8 @@ async def test_a_gateway_killed_after_the_commit_delivers_after_a_restart(
         await healthy(base, proc, tmp_path / "first.log")
         async with httpx.AsyncClient(base_url=base, headers=auth, timeout=10) as api:
             made = await api.post(
-                "/v1/webhooks", json={"url": receiver.url, "events": ["job.cancelled"]}
+                "/v1/webhooks",
+                json={"url": f"{receiver.url}?token={TOKEN}", "events": ["job.cancelled"]},
             )
             assert made.status_code == 201, made.text
             secret = made.json()["secret"]
@@ -151,3 +153,5 @@ async def test_a_gateway_killed_after_the_commit_delivers_after_a_restart(
     assert payload["type"] == "job.cancelled"
     assert payload["data"]["id"] == job_id and payload["data"]["status"] == "cancelled"
     assert len(receiver.got) == 1
+    for log in ("first.log", "second.log"):  # the receiver's URL never reaches a log line
+        assert TOKEN not in await asyncio.to_thread((tmp_path / log).read_text)
