@@ -33,7 +33,7 @@ from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.store import open_store, upgrade_database
 
 DRAIN_TIMEOUT = 600.0  # seconds to finish every attempt
@@ -83,7 +83,12 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     inputs = [json.loads(ln)["input"] for ln in CASES.read_text().splitlines() if ln.strip()]
     await upgrade_database(database_url)
     hub = ChangeHub()
-    store = await open_store(database_url, hub=hub, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        hub=hub,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     sim_cmd = [
         "-c",
         "from cli.main import main; raise SystemExit(main())",

@@ -38,7 +38,7 @@ from bench.lib.children import ROOT, child, free_port, ready
 from bench.lib.gateways import GATEWAY_MODULE
 from bench.lib.loads import CASES, CONTRACT
 from bench.lib.report import interpreter
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 
 WAIT_SECONDS = 30  # Prefer: wait per request
 WARMUP_JOBS = 20
@@ -125,7 +125,9 @@ async def stack(args: argparse.Namespace, work: Path) -> AsyncIterator[dict[str,
     settings_file = work / "settings.json"
     settings_file.write_text(settings.model_dump_json(), encoding="utf-8")
     await upgrade_database(database_url)
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key(f"bench-{uuid.uuid4().hex[:8]}", frozenset({"jobs"}))
     finally:

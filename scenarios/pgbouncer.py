@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 #: Server connections per database and user: fewer than a store's pool of 20 + 10.
 SERVER_POOL = 10
 START_TIMEOUT = 10.0  # seconds PgBouncer may take to listen
+START_TRIES = 3  # ports tried, each picked free, before starting is given up
 STOP_TIMEOUT = 10.0  # seconds it may take to exit after SIGTERM
 
 
@@ -82,6 +83,25 @@ def start_pgbouncer(
     server_pool: int = SERVER_POOL,
     settings: Mapping[str, str | int] | None = None,
 ) -> PgBouncer:
+    """Start PgBouncer (``_start_once``), on another free port when the one picked was
+    taken before it could listen there (another process may bind a port between
+    ``free_port`` closing it and PgBouncer opening it: tests start one per worker)."""
+    for attempt in range(START_TRIES):
+        try:
+            return _start_once(binary, directory, upstream, server_pool, settings)
+        except RuntimeError:
+            if attempt == START_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(
+    binary: str,
+    directory: Path,
+    upstream: str,
+    server_pool: int,
+    settings: Mapping[str, str | int] | None,
+) -> PgBouncer:
     """Start PgBouncer in transaction mode in front of ``upstream``'s server.
 
     Its files go in ``directory``: ``pgbouncer.ini``, ``users.txt`` (``auth_type =
@@ -128,7 +148,8 @@ def start_pgbouncer(
             raise RuntimeError(f"pgbouncer exited ({process.returncode}): {log.read_text()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-            return bouncer
+            if process.poll() is None:  # it answers, not another process on that port
+                return bouncer
         except OSError:
             if time.monotonic() > deadline:
                 bouncer.stop()

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy.engine import make_url
 
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store, upgrade_database
 from scenarios.pgbouncer import PgBouncer, pgbouncer_binary, start_pgbouncer
 
@@ -200,7 +200,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[SqlJobStore]:
     """Open a store on the fresh database."""
-    s = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    s = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         yield s
     finally:

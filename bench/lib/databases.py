@@ -37,11 +37,13 @@ def libpq(url: str) -> str:
 
 async def prepare(url: str) -> str:
     """Migrate and create an API key; return the key."""
-    from gateway.settings import ShortcutsConfig
+    from gateway.settings import DatabaseConfig, ShortcutsConfig
     from gateway.store import open_store, upgrade_database
 
     await upgrade_database(url)
-    store = await open_store(url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("bench", frozenset({"jobs"}))
     finally:

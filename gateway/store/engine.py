@@ -91,7 +91,7 @@ def make_engine(
     # Job inputs and results must not end up in logs through a failed statement's parameters.
     kwargs.setdefault("hide_parameters", True)
     if DatabaseKind.of(url) is DatabaseKind.POSTGRESQL:
-        config = database or DatabaseConfig.from_env()
+        config = database or DatabaseConfig()
         pool_size, max_overflow = pg_pool_share(processes)
         kwargs.setdefault("pool_size", pool_size)
         kwargs.setdefault("max_overflow", max_overflow)

@@ -48,7 +48,7 @@ class PostgresConnector:
     def __init__(
         self, url: str, config: DatabaseConfig | None = None, *, statement_timeout: bool = True
     ) -> None:
-        self.config = config or DatabaseConfig.from_env()
+        self.config = config or DatabaseConfig()
         parsed = make_url(url)
         _, options = parsed.get_dialect()().create_connect_args(parsed)
         for name in _ADAPTER_OPTIONS:

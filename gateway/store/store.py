@@ -101,7 +101,7 @@ class SqlJobStore(
         dialect = open_dialect(
             engine,
             hub=self.hub,
-            config=database or DatabaseConfig.from_env(),
+            config=database or DatabaseConfig(),
             shortcuts=shortcuts,
             clock=self.clock,
             ids=self.ids,

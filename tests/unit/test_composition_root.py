@@ -66,7 +66,7 @@ def test_the_check_finds_a_routes_built_and_a_seam_asked() -> None:
 
 
 def env_reads(tree: ast.AST) -> list[int]:
-    """Lines that read ``ONEJOB_SHORTCUTS`` (``ShortcutsConfig.from_env``)."""
+    """Lines that read ``ONEJOB_SHORTCUTS`` or ``ONEJOB_DATABASE_*`` (``from_env``)."""
     return [
         node.lineno
         for node in ast.walk(tree)
@@ -74,13 +74,14 @@ def env_reads(tree: ast.AST) -> list[int]:
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "from_env"
         and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "ShortcutsConfig"
+        and node.func.value.id in ("ShortcutsConfig", "DatabaseConfig")
     ]
 
 
-def test_the_shortcut_choice_is_made_by_the_settings_only() -> None:
-    """The store and the dispatcher take the shortcuts they are given: ``Settings`` reads
-    ``ONEJOB_SHORTCUTS`` once, and the composition root passes its choice on."""
+def test_the_shortcut_and_database_choices_are_made_by_the_settings_only() -> None:
+    """The store and the dispatcher take the shortcuts and the database settings they are
+    given: ``Settings`` reads ``ONEJOB_SHORTCUTS`` and ``ONEJOB_DATABASE_*``, and the
+    composition root passes its choice on."""
     offences = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in sorted((ROOT / "gateway").rglob("*.py"))
@@ -93,6 +94,7 @@ def test_the_shortcut_choice_is_made_by_the_settings_only() -> None:
 def test_the_check_finds_a_read_of_the_environment() -> None:
     source = "x = 1\nshortcuts = shortcuts or ShortcutsConfig.from_env()\n"
     assert env_reads(ast.parse(source)) == [2]
+    assert env_reads(ast.parse("config = config or DatabaseConfig.from_env()")) == [1]
 
 
 def test_the_dispatcher_knows_nothing_of_the_http_edge() -> None:

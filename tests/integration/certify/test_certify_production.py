@@ -35,7 +35,7 @@ from contracts.loader import load_catalog
 from contracts.variants import draw_variants
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, NewJob
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator import RunningSimulator, run_simulator
 
@@ -53,7 +53,9 @@ TRAFFIC_IN_FLIGHT = 10  # jobs sent at once through the served gateway
 
 async def succeed(url: str, contract: str, inputs: list[dict[str, Any]]) -> None:
     """Store a succeeded job per input, with the primary's (faithful) answer as its result."""
-    store = await open_store(url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         for n, value in enumerate(inputs):
             job = NewJob(
@@ -74,7 +76,11 @@ async def succeed(url: str, contract: str, inputs: list[dict[str, Any]]) -> None
 
 async def serve(settings: Settings, contract: str, inputs: list[dict[str, Any]]) -> None:
     """Send one job per input through a served gateway; each must succeed on the primary."""
-    store = await open_store(settings.database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        settings.database_url,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
     finally:

@@ -22,7 +22,7 @@ from certify.simulated import sim_providers
 from cli.certify import certify
 from contracts.loader import load_catalog
 from contracts.loader import load_catalog as contract_catalog
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator import Behaviour, BehaviourKind, run_simulator
 
@@ -46,7 +46,9 @@ async def test_gateway_fails_over_only_to_the_fallback_that_certified(
     )  # fmt: skip
     assert await certify(args, io.StringIO()) == 1  # the misbehaving three fail
 
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))

@@ -38,7 +38,7 @@ from gateway.domain.fingerprint import fingerprint
 from gateway.domain.ports import ShadowStore
 from gateway.domain.records import ClaimSpec, NewJob
 from gateway.domain.shadow_records import ShadowOutcome
-from gateway.settings import ShadowConfig, ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShadowConfig, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator, run_simulator
 
@@ -79,7 +79,9 @@ class Stack:
 @pytest.fixture
 async def stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
     """Gateway + dispatcher + simulator; both simulated providers certified for failover."""
-    store = await open_store(sqlite_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        sqlite_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
@@ -105,7 +107,9 @@ async def capacity_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stack
     """Gateway + dispatcher + simulator with no certificate at all, so no fallback can take
     a job its provider said not now to: the job waits for that provider (issue 43). Its
     circuit breaker is ``BREAKER``."""
-    store = await open_store(sqlite_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        sqlite_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
@@ -146,7 +150,9 @@ async def attention_stack(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Stac
     certificates were written without usage (as before budgets); reply-draft's fallback is
     over the latency budget, with no price known.
     """
-    store = await open_store(sqlite_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        sqlite_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))

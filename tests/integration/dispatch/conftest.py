@@ -15,7 +15,7 @@ import pytest
 from dispatch_harness import SimControl, open_sim_control
 
 from contracts.loader import load_catalog as contract_catalog
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator, run_simulator
 
@@ -40,7 +40,9 @@ def cert_path(tmp_path: Path) -> Path:
 @pytest.fixture
 async def keys(database_url: str) -> tuple[str, str]:
     """Create an owner's key and an admin key; return ``(key, admin_key)``."""
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
         _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))

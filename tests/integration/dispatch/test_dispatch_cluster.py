@@ -25,7 +25,7 @@ from dispatch_harness import (
 )
 
 from gateway.domain.states import AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator
 
@@ -137,7 +137,9 @@ async def test_two_served_gateways_run_every_attempt_exactly_once_with_one_winne
     assert len(calls) == JOBS
     assert set(per_key.values()) == {1}
     assert set(per_key) == {f"{j['id']}/1" for j in created}
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         lease_owners = set()
         for body in created:

@@ -18,7 +18,7 @@ from dispatch_harness import (
     sim_settings,
 )
 
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator
 
@@ -150,7 +150,9 @@ async def test_hedge_on_a_fast_fallback_wins_and_the_slow_primary_loses_the_race
     assert hedge["finished_at"] < primary["finished_at"]  # reverse order: the hedge first
     assert final["completed_by"] == hedge["id"]
     assert final["result"] == won["result"] and final["version"] == won["version"]
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         events = await store.events(won["id"])
     finally:

@@ -25,7 +25,7 @@ from dispatch_harness import (
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import NewJob
 from gateway.domain.states import AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator
 
@@ -95,7 +95,9 @@ async def test_sigkilled_worker_leaves_its_attempt_unknown_after_the_lease_and_n
     )
     config = write_config(tmp_path / "onejob.toml", settings)
     await sim_control.script("sim-openai", {"kind": "hang"})
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         victim = workers.spawn(config)
         inp = case_input(0)
@@ -189,7 +191,9 @@ async def test_a_job_created_elsewhere_wakes_a_postgres_worker_at_once_not_at_it
 
     await eventually(started, 20.0, "the worker to start")
     await asyncio.sleep(1.0)  # its first claims found nothing; it now sleeps on the hub
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         inp = case_input(2)
         created = await store.create_or_get(

@@ -33,7 +33,7 @@ from dispatch_harness import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.store import open_store
 from providers.simulator.server import RunningSimulator
 
@@ -150,7 +150,9 @@ async def test_sigkilled_gateway_leaves_its_in_process_first_attempt_unknown_nev
     assert victim.wait(EXIT_TIMEOUT) == -signal.SIGKILL
 
     procs.spawn("worker", "--config", str(config))  # a reaper elsewhere
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
 
         async def reaped() -> bool:

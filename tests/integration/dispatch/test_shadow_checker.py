@@ -18,7 +18,7 @@ from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, NewJob
 from gateway.domain.shadow_records import ShadowOutcome
 from gateway.metrics import Metrics
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.shadow import ShadowChecker
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events
@@ -72,7 +72,9 @@ def settings(tmp_path: Path, database_url: str, **shadow: Any) -> Settings:
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[SqlJobStore]:
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         yield store
     finally:

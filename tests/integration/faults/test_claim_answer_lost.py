@@ -22,7 +22,7 @@ from fault_relay import FAST, FaultRelay
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, NewJob
 from gateway.domain.states import AttemptState
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 pytestmark = [
@@ -63,7 +63,9 @@ async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
 @pytest.fixture
 async def direct(pg_url: str) -> AsyncIterator[SqlJobStore]:
     """A store on the same database, around the relay: what really committed."""
-    s = await open_store(pg_url, shortcuts=ShortcutsConfig.from_env())
+    s = await open_store(
+        pg_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         yield s
     finally:

@@ -22,7 +22,7 @@ from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import ClaimSpec, CreateOutcome, FinalizeOutcome, NewJob
 from gateway.domain.states import AttemptState, JobStatus
 from gateway.notify import ChangeHub, RelayState, listen_postgres
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.failures import DatabaseUnreachable, outcome_unknown
 from gateway.store.pg_connections import PostgresConnector
@@ -66,7 +66,9 @@ async def store(relayed_url: str) -> AsyncIterator[SqlJobStore]:
 @pytest.fixture
 async def direct(pg_url: str) -> AsyncIterator[SqlJobStore]:
     """A store on the same database, around the relay: what really committed."""
-    s = await open_store(pg_url, shortcuts=ShortcutsConfig.from_env())
+    s = await open_store(
+        pg_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         yield s
     finally:

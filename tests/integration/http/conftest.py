@@ -28,7 +28,7 @@ from contracts.loader import CATALOG_ROOT, load_contract
 from gateway.app import create_app, settings_for_tests
 from gateway.domain.ports import ContractSpec, JobStore
 from gateway.http.edge import EdgeProtocol
-from gateway.settings import Settings, ShortcutsConfig
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from providers.config import ProviderConfig
 
@@ -221,7 +221,9 @@ def second_gateway(
 
     @contextlib.asynccontextmanager
     async def serve() -> AsyncIterator[str]:
-        store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+        store = await open_store(
+            database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        )
         try:
             app = create_app(
                 settings_for_tests(database_url=database_url),

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from served import ONEJOB, serving, wait_healthy
 
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,9 @@ async def test_keys_create_prints_only_the_key_on_stdout(database_url: str, tmp_
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0] == done.stdout.strip()
     assert "alice" in done.stderr
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         principal = await store.authenticate(lines[0])
     finally:
@@ -63,7 +65,9 @@ async def test_db_upgrade_migrates_a_new_sqlite_file(tmp_path: Path) -> None:
     done = run(["db", "upgrade", "--database-url", url], tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    store = await open_store(url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         await store.ping()
         assert await store.list_attempts(None) == []

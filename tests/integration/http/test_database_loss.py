@@ -23,7 +23,7 @@ from litestar import Litestar
 from sqlalchemy.engine import make_url
 
 from gateway.app import create_app, settings_for_tests
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store, upgrade_database
 
 BODY = b'{"contract": "echo@1", "input": {"n": 1}}'
@@ -85,7 +85,7 @@ def _assert_only_unavailable(others: list[httpx.Response]) -> None:
 
 async def _assert_all_stored(database_url: str, created: list[str]) -> None:
     store = await open_store(
-        database_url, shortcuts=ShortcutsConfig.from_env()
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
     )  # a fresh pool: none of the killed connections
     try:
         for job_id in created:
@@ -123,7 +123,9 @@ async def test_terminated_postgres_backends_under_load_give_only_503s_and_lose_n
     admin = await asyncpg.connect(admin_dsn)
     await admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
     database_url = url.set(database=name).render_as_string(hide_password=False)
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, api_key = await store.create_api_key("alice", frozenset({"jobs"}))
         terminated = 0
@@ -184,7 +186,9 @@ async def test_an_unreachable_sqlite_file_under_load_gives_only_503s_and_loses_n
     async with _switchable_directory(tmp_path) as reachable:
         database_url = f"sqlite+aiosqlite:///{tmp_path / 'data' / 'onejob.db'}"
         await upgrade_database(database_url)
-        store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+        store = await open_store(
+            database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        )
         try:
             _, api_key = await store.create_api_key("alice", frozenset({"jobs"}))
             async with served(_gateway(database_url, store, catalog, certifications)) as base:

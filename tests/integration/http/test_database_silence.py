@@ -176,7 +176,9 @@ async def test_a_silent_database_under_load_gets_timely_503s_and_recovers_at_onc
 
     # Nothing acknowledged is lost.
     created = [what for *_, status, what in clients.answers if status == 201]
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         for job_id in created:
             assert await store.get_job(job_id, "alice") is not None, job_id

@@ -257,11 +257,13 @@ def _listening(port: int) -> bool:
 def _statuses(url: str, ids: list[str]) -> list[str]:
     import asyncio
 
-    from gateway.settings import ShortcutsConfig
+    from gateway.settings import DatabaseConfig, ShortcutsConfig
     from gateway.store import open_store
 
     async def read() -> list[str]:
-        store = await open_store(url, shortcuts=ShortcutsConfig.from_env())
+        store = await open_store(
+            url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        )
         try:
             return [str((await store.get_job(job_id)).status) for job_id in ids]  # type: ignore[union-attr]
         finally:

@@ -23,7 +23,7 @@ from gateway.domain.states import AttemptState, JobStatus
 from gateway.http.views import admin_attempt_view
 from gateway.metrics import Metrics, ReconcileOutcome
 from gateway.reconciler import Reconciler
-from gateway.settings import Settings, ShortcutsConfig, simulator_defaults
+from gateway.settings import DatabaseConfig, Settings, ShortcutsConfig, simulator_defaults
 from gateway.store import SqlJobStore, open_store
 from providers.base import ProviderResult, Usage
 from providers.lookup import StoredAnswer
@@ -111,7 +111,7 @@ async def test_two_reconcilers_and_an_admin_racing_on_one_attempt_make_exactly_o
     store: SqlJobStore, database_url: str
 ) -> None:
     other = await open_store(
-        database_url, shortcuts=ShortcutsConfig.from_env()
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
     )  # a second process: its own engine
     try:
         for round_ in range(3):
@@ -246,7 +246,12 @@ async def test_only_attempts_past_their_grace_on_reconcilable_providers_are_due(
     database_url: str,
 ) -> None:
     clock = ManualClock()
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         attempt = await unknown_attempt(store)  # deadline: one second after its claim
         rec = reconciler(store, StoredCompletions(), grace=10.0, clock=clock)

@@ -13,7 +13,7 @@ from gateway.domain.records import (
     TransitionOutcome,
 )
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 DEADLINES: dict[str, float] = {}
@@ -134,7 +134,10 @@ async def test_twenty_racing_finalizers_make_exactly_one_winner(
     database_url: str, make_job: Any
 ) -> None:
     stores = [
-        await open_store(database_url, shortcuts=ShortcutsConfig.from_env()) for _ in range(2)
+        await open_store(
+            database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        )
+        for _ in range(2)
     ]
     try:
         job = (await stores[0].create_or_get(make_job())).job
@@ -275,7 +278,12 @@ async def test_expired_lease_becomes_unknown_and_is_never_reclaimed(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock()
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         job = (await store.create_or_get(make_job())).job
         running = await claim(store, ttl=5)
@@ -328,8 +336,18 @@ async def test_a_finish_racing_its_lease_expiry_is_decided_one_way_only(
 ) -> None:
     """The runner's success and the reaper's ``unknown`` race: exactly one of them lands."""
     clock = ManualClock()
-    finisher = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
-    reaper = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    finisher = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
+    reaper = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
 
     async def finish_after(delay: float, attempt_id: str, n: int) -> Any:
         await asyncio.sleep(delay)
@@ -410,8 +428,12 @@ async def test_a_hedge_committed_while_the_decision_waits_for_the_job_is_still_c
     """
     from gateway.store.transaction import WriteTx
 
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
-    other = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
+    other = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         job = (await store.create_or_get(make_job())).job
         primary = await claim(store)

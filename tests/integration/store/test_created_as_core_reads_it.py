@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from gateway.domain.ports import Clock
 from gateway.domain.records import AddAttemptOutcome, ClaimSpec, CreateOutcome, FinalizeOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import job_events
 
@@ -54,7 +54,10 @@ async def test_a_claimed_creation_reads_back_column_for_column(
         dt.datetime(2026, 12, 1, 20, 0, 0, 123456, tzinfo=dt.UTC),
     ):
         store = await open_store(
-            database_url, clock=FixedClock(at), shortcuts=ShortcutsConfig.from_env()
+            database_url,
+            clock=FixedClock(at),
+            shortcuts=ShortcutsConfig.from_env(),
+            database=DatabaseConfig.from_env(),
         )
         try:
             claim = ClaimSpec(worker_id="w-1", lease_ttl=30.0, deadline_s=12.5)
@@ -156,6 +159,7 @@ async def test_sqlite_that_cannot_be_opened_is_unavailable(tmp_path: Any, make_j
     store = await open_store(
         f"sqlite+aiosqlite:///{tmp_path}/missing/dir/onejob.db",
         shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
     )
     try:
         with pytest.raises(sa.exc.DBAPIError) as caught:

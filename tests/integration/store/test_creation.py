@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from gateway.domain.records import CreateOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -53,8 +53,12 @@ async def test_two_engines_on_one_database_still_make_one_job(
     database_url: str, make_job: Any
 ) -> None:
     first, second = (
-        await open_store(database_url, shortcuts=ShortcutsConfig.from_env()),
-        await open_store(database_url, shortcuts=ShortcutsConfig.from_env()),
+        await open_store(
+            database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        ),
+        await open_store(
+            database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+        ),
     )
     try:
         results = await asyncio.gather(

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import CreateOutcome, CreateResult, NewJob
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 EXAMPLES = int(os.environ.get("ONEJOB_PROPERTY_EXAMPLES", "0")) or 40
@@ -105,7 +105,9 @@ def test_every_creation_path_answers_as_the_model(
     database_url: str, shortcuts: ShortcutsConfig
 ) -> None:
     loop = asyncio.new_event_loop()
-    store = loop.run_until_complete(open_store(database_url, shortcuts=shortcuts))
+    store = loop.run_until_complete(
+        open_store(database_url, shortcuts=shortcuts, database=DatabaseConfig.from_env())
+    )
     secrets = {
         owner: loop.run_until_complete(store.create_api_key(owner, frozenset({"jobs"})))[1]
         for owner in OWNERS

@@ -30,7 +30,7 @@ from gateway.domain.clock import ManualClock
 from gateway.domain.fingerprint import fingerprint
 from gateway.domain.records import FinalizeOutcome, JobRecord, NewJob
 from gateway.domain.states import UNSENT_STATES, AttemptReason, AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 A = AttemptState
@@ -197,7 +197,11 @@ def test_every_path_of_the_winning_decision_is_the_same_decision(
 ) -> None:
     loop = asyncio.new_event_loop()
     clock = ManualClock()
-    store = loop.run_until_complete(open_store(database_url, clock=clock, shortcuts=shortcuts))
+    store = loop.run_until_complete(
+        open_store(
+            database_url, clock=clock, shortcuts=shortcuts, database=DatabaseConfig.from_env()
+        )
+    )
     outcomes: set[Any] = set()
 
     @settings(
@@ -285,7 +289,12 @@ async def test_the_reaper_against_a_late_answer_is_one_or_the_other(
     database_url: str, path: Decide
 ) -> None:
     clock = ManualClock()
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         for _ in range(10):
             job_id, primary, hedge = await running_pair(store)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gateway.notify import ChangeHub, listen_postgres
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.pg_connections import PostgresConnector
 
@@ -38,7 +38,9 @@ class CountingHub(ChangeHub):
 async def process(url: str) -> AsyncIterator[tuple[SqlJobStore, CountingHub]]:
     """One gateway process's store and hub, with its LISTEN relay running."""
     hub = CountingHub()
-    store = await open_store(url, hub=hub, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        url, hub=hub, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     stop = asyncio.Event()
     relay = asyncio.create_task(listen_postgres(PostgresConnector(url).connect, hub, stop))
     try:

@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from gateway.domain.clock import ManualClock
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 
 from .test_shadow_checks import CLAIM, CONTRACT, START, won_by_fallback
@@ -17,7 +17,12 @@ async def test_the_newest_jobs_the_primary_won_are_drawn_newest_first(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         ids = []
         for n in range(5):

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec, CreateOutcome
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, jobs
 
@@ -27,7 +27,12 @@ async def test_prune_removes_old_settled_jobs_keeps_open_and_recent_ones(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         claim = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
         done = await store.create_or_get(make_job(key="old-done"), claim)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
 from gateway.domain.shadow_records import ShadowOutcome
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, shadow_checks
 
@@ -51,7 +51,12 @@ async def test_only_jobs_their_primary_won_are_candidates_in_order_past_the_curs
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         first = await succeeded(store, make_job, "a")
         clock.advance(1)
@@ -78,7 +83,10 @@ async def test_a_check_is_claimed_once_with_its_own_key_and_leaves_the_job_alone
     database_url: str, make_job: Any
 ) -> None:
     store = await open_store(
-        database_url, clock=ManualClock(START), shortcuts=ShortcutsConfig.from_env()
+        database_url,
+        clock=ManualClock(START),
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
     )
     try:
         job_id = await succeeded(store, make_job, "a")
@@ -109,7 +117,12 @@ async def test_the_tally_counts_the_newest_judged_checks_since_the_certificate(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         outcomes = [ShadowOutcome.AGREED] * 3 + [ShadowOutcome.DISAGREED] * 2
         outcomes += [ShadowOutcome.ERROR]
@@ -147,7 +160,12 @@ async def test_retention_removes_a_jobs_shadow_checks_with_it(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         old = await succeeded(store, make_job, "old")
         await store.begin_shadow_check(old, CONTRACT, "p", "f")

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.domain.records import CreateOutcome
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 from gateway.store.engine import make_engine
 from gateway.store.sqlite_inline import InlineConnection, inline_creator
@@ -65,7 +65,9 @@ async def ticks_while(awaitable: Any) -> tuple[Any, int]:
 async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(
     sqlite_url: str, make_job: Any
 ) -> None:
-    store = await open_store(sqlite_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        sqlite_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         with other_process_writing(sqlite_url) as other:
             loop = asyncio.get_running_loop()

@@ -31,7 +31,7 @@ from gateway.domain.states import (
     can_move,
     job_status_for,
 )
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
 TEMPLATE: Path | None = None
@@ -59,6 +59,7 @@ class JobLifecycle(RuleBasedStateMachine):
                 f"sqlite+aiosqlite:///{self.dir / 'db.sqlite'}",
                 clock=self.clock,
                 shortcuts=ShortcutsConfig.from_env(),
+                database=DatabaseConfig.from_env(),
             )
         )
         self.job_id = ""

@@ -11,7 +11,7 @@ from gateway.domain.capacity import CapacityNews
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import AddAttemptOutcome, ClaimedAttempt, TransitionOutcome
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.claim import next_in_line
 
@@ -29,7 +29,12 @@ async def claim(
 
 async def clocked(database_url: str) -> tuple[SqlJobStore, ManualClock]:
     clock = ManualClock(T0)
-    return await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env()), clock
+    return await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    ), clock
 
 
 async def test_a_waiting_attempt_is_claimed_again_only_once_its_time_has_come(
@@ -204,7 +209,9 @@ async def test_processes_share_pauses_circuits_limits_and_slices(
 
 async def test_the_claim_takes_the_queue_index(database_url: str, make_job: Any) -> None:
     """The claim reads the partial index of unsent attempts, not every attempt ever made."""
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         await store.create_or_get(make_job())
         pick = store.db.claim_pick(next_in_line(store.db.now(), exclude=("sim-anthropic",)))

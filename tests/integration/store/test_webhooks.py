@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
 from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus, NewDelivery
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import job_events
 
@@ -48,7 +48,12 @@ async def test_a_subscription_hears_its_owners_ends_from_its_creation_once_each(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         await succeeded(store, make_job, "before")
         hook = await store.create_webhook(
@@ -82,7 +87,12 @@ async def test_an_event_committed_after_a_larger_id_is_not_skipped(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         hook = await store.create_webhook(
             "alice", "http://127.0.0.1:9/h", ["job.failed"], all_owners=False

@@ -19,7 +19,7 @@ from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
 from gateway.domain.webhooks import DeliveryStatus
 from gateway.http.views import job_view
-from gateway.settings import ShortcutsConfig
+from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.webhooks.config import WebhooksConfig
 from gateway.webhooks.delivery import WebhookDelivery
@@ -38,7 +38,12 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def store(database_url: str, clock: ManualClock) -> AsyncIterator[SqlJobStore]:
-    s = await open_store(database_url, clock=clock, shortcuts=ShortcutsConfig.from_env())
+    s = await open_store(
+        database_url,
+        clock=clock,
+        shortcuts=ShortcutsConfig.from_env(),
+        database=DatabaseConfig.from_env(),
+    )
     try:
         yield s
     finally:

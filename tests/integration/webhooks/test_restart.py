@@ -25,7 +25,7 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from gateway.settings import ShortcutsConfig, simulator_defaults
+from gateway.settings import DatabaseConfig, ShortcutsConfig, simulator_defaults
 from gateway.store import open_store
 
 pytestmark = pytest.mark.slow
@@ -113,7 +113,9 @@ async def healthy(base: str, proc: subprocess.Popen[str], log: Path) -> None:
 async def test_a_gateway_killed_after_the_commit_delivers_after_a_restart(
     database_url: str, tmp_path: Path, receiver: Any
 ) -> None:
-    store = await open_store(database_url, shortcuts=ShortcutsConfig.from_env())
+    store = await open_store(
+        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
     try:
         _, key = await store.create_api_key("alice", frozenset({"jobs"}))
     finally:
