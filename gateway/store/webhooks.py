@@ -109,11 +109,16 @@ class WebhookRows:
             row = (await tx.conn.execute(W.insert().values(**values).returning(W))).one()
         return _webhook(row)
 
-    async def list_webhooks(self, owner_id: str | None) -> list[Webhook]:
-        """Return the live subscriptions (of one owner, or all), oldest first."""
+    async def list_webhooks(
+        self, owner_id: str | None, *, enabled_only: bool = False
+    ) -> list[Webhook]:
+        """Return the live subscriptions (of one owner, or all), oldest first;
+        ``enabled_only``: not those disabled (an endpoint that answered 410)."""
         query = sa.select(W).where(W.c.deleted_at.is_(None)).order_by(W.c.created_at, W.c.id)
         if owner_id is not None:
             query = query.where(W.c.owner_id == owner_id)
+        if enabled_only:
+            query = query.where(W.c.disabled_at.is_(None))
         async with self.db.read() as conn:
             return [_webhook(r) for r in (await conn.execute(query)).all()]
 

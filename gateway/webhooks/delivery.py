@@ -89,7 +89,7 @@ class WebhookDelivery(Periodic):
     async def run_pass(self) -> int:
         """Collect every live subscription's new events, then send what is due; return how
         many deliveries were sent (whatever their outcome)."""
-        hooks = [h for h in await self._store.list_webhooks(None) if h.disabled_at is None]
+        hooks = await self._store.list_webhooks(None, enabled_only=True)
         if not hooks:
             return 0  # no subscription: nothing more is read
         for hook in hooks:

@@ -234,3 +234,21 @@ async def test_retention_deletes_a_pruned_jobs_deliveries_with_it(
     test = await store.add_delivery(hook.id, NewDelivery(None, "webhook.test", None, {}))
     assert await store.prune_jobs(dt.datetime.now(dt.UTC) + dt.timedelta(days=1)) == 1
     assert [d.id for d in await store.list_deliveries(hook.id, "alice") or []] == [test.id]
+
+
+async def test_the_enabled_subscriptions_are_chosen_by_the_database(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    kept = await store.create_webhook(
+        "alice", "http://127.0.0.1:9/k", ["job.succeeded"], all_owners=False
+    )
+    gone = await store.create_webhook(
+        "alice", "http://127.0.0.1:9/g", ["job.succeeded"], all_owners=False
+    )
+    test = await store.add_delivery(gone.id, NewDelivery(None, "webhook.test", None, {}))
+    await store.record_delivery(
+        test.id, status=DeliveryStatus.FAILED, answer=410, error=None, next_at=None, disable="gone"
+    )
+    assert [h.id for h in await store.list_webhooks(None, enabled_only=True)] == [kept.id]
+    assert [h.id for h in await store.list_webhooks("alice", enabled_only=True)] == [kept.id]
+    assert [h.id for h in await store.list_webhooks("alice")] == [kept.id, gone.id]
