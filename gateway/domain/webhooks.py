@@ -15,8 +15,10 @@ import enum
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from gateway.domain.records import JobRecord
 
 #: What a subscription may ask for, as the specification's dotted names.
 EVENT_TYPES = ("job.succeeded", "job.failed", "job.cancelled", "attempt.unknown")
@@ -120,6 +122,9 @@ class EventBatch:
     cursor: int
     seen: int
     gaps: tuple[tuple[int, int, str], ...]
+    #: The jobs of the events, by id, each read once for every subscription's batch of one
+    #: pass (the batches share it); a job pruned meanwhile is missing.
+    jobs: Mapping[str, JobRecord] = dataclasses.field(default_factory=dict)
 
 
 def new_secret() -> str:

@@ -15,6 +15,7 @@ docs/decisions.md.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from types import SimpleNamespace
@@ -23,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.domain.clock import aware
+from gateway.domain.records import JobRecord
 from gateway.domain.webhooks import (
     Delivery,
     DeliveryStatus,
@@ -33,12 +35,13 @@ from gateway.domain.webhooks import (
     new_secret,
 )
 from gateway.store.database import Database
-from gateway.store.rows import naive_utc
-from gateway.store.tables import job_events, jobs, webhook_deliveries, webhooks
+from gateway.store.rows import job_record, naive_utc
+from gateway.store.tables import attempts, job_events, jobs, webhook_deliveries, webhooks
 
 D = webhook_deliveries
 E = job_events
 W = webhooks
+JOBS_CHUNK = 500  #: job ids in one IN list when a pass reads its events' jobs
 
 
 def _webhook(r: Any) -> Webhook:
@@ -156,11 +159,24 @@ class WebhookRows:
         return None if row is None else _webhook(row)
 
     async def webhook_events(
-        self, webhook: Webhook, *, settle_before: dt.datetime, limit: int = 1000
+        self, webhooks: Sequence[Webhook], *, settle_before: dt.datetime, limit: int = 1000
+    ) -> list[EventBatch]:
+        """Read the audit events each subscription has not looked at: those in its gaps and
+        those past the last id it saw; return, per subscription, those it hears of and has
+        no delivery for yet, and its new cursor, last id seen and gaps (the module says
+        how), with the jobs of all those events, each read once whatever the number of
+        subscriptions and events (shared by the batches)."""
+        read = []
+        async with self.db.read() as conn:
+            for hook in webhooks:
+                read.append(await self._events_of(conn, hook, settle_before, limit))
+            wanted = {job_id for batch in read for _e, _k, job_id, _a in batch.events}
+            found = await _jobs(conn, sorted(wanted))
+        return [dataclasses.replace(batch, jobs=found) for batch in read]
+
+    async def _events_of(
+        self, conn: Any, webhook: Webhook, settle_before: dt.datetime, limit: int
     ) -> EventBatch:
-        """Read the audit events a subscription has not looked at: those in its gaps and
-        those past the last id it saw; return those it hears of and has no delivery for
-        yet, and its new cursor, last id seen and gaps (the module says how)."""
         enqueued = sa.exists().where(D.c.webhook_id == webhook.id, D.c.event_id == E.c.id)
         columns = sa.select(E.c.id, E.c.job_id, E.c.kind, E.c.detail, E.c.at, jobs.c.owner_id)
         base = columns.add_columns(enqueued.label("enqueued")).select_from(
@@ -169,10 +185,9 @@ class WebhookRows:
         fresh = base.where(E.c.id > webhook.seen).order_by(E.c.id).limit(limit)
         in_gaps = [E.c.id.between(lo, hi) for lo, hi, _ in webhook.gaps]
         settled = naive_utc(settle_before)
-        async with self.db.read() as conn:
-            # A gap is read once more after it settled, before it is let go.
-            filled = (await conn.execute(base.where(sa.or_(*in_gaps)))).all() if in_gaps else []
-            rows = (await conn.execute(fresh)).all()
+        # A gap is read once more after it settled, before it is let go.
+        filled = (await conn.execute(base.where(sa.or_(*in_gaps)))).all() if in_gaps else []
+        rows = (await conn.execute(fresh)).all()
         gaps = [g for g in webhook.gaps if dt.datetime.fromisoformat(g[2]) > settled]
         seen, noticed_now = webhook.seen, self.db.now().isoformat()
         for r in rows:
@@ -321,6 +336,26 @@ class WebhookRows:
                 )
             ).one_or_none()
         return None if row is None else _delivery(row)
+
+
+async def _jobs(conn: Any, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+    """Read jobs with their attempts, by id: two queries a chunk of ids, not two a job."""
+    found: dict[str, JobRecord] = {}
+    for start in range(0, len(job_ids), JOBS_CHUNK):
+        chunk = job_ids[start : start + JOBS_CHUNK]
+        rows = (await conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk)))).all()
+        tried = (
+            await conn.execute(
+                sa.select(attempts)
+                .where(attempts.c.job_id.in_(chunk))
+                .order_by(attempts.c.job_id, attempts.c.number)
+            )
+        ).all()
+        by_job: dict[str, list[Any]] = {}
+        for a in tried:
+            by_job.setdefault(a.job_id, []).append(a)
+        found.update((r.id, job_record(r, by_job.get(r.id, []))) for r in rows)
+    return found
 
 
 def _pending(msg_id: str, webhook_id: str, d: NewDelivery, now: dt.datetime) -> dict[str, Any]:

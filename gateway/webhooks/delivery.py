@@ -19,7 +19,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -92,26 +92,32 @@ class WebhookDelivery(Periodic):
         hooks = await self._store.list_webhooks(None, enabled_only=True)
         if not hooks:
             return 0  # no subscription: nothing more is read
-        for hook in hooks:
-            await self.collect(hook)
+        await self.collect(hooks)
         due = await self._store.due_deliveries(lease=self._config.lease, limit=self._config.batch)
         await asyncio.gather(*(self.send(d, h) for d, h in due))
         return len(due)
 
-    async def collect(self, hook: Webhook) -> None:
-        """Write the subscription's new events as deliveries and move its cursor."""
+    async def collect(self, hooks: Sequence[Webhook]) -> None:
+        """Write the subscriptions' new events as deliveries and move their cursors. Each
+        job is read once and rendered once a pass, however many subscriptions hear of it
+        and however many of its events they hear of."""
         settle = dt.timedelta(seconds=self._config.settle)
-        batch = await self._store.webhook_events(hook, settle_before=self._clock.now() - settle)
-        deliveries = []
-        for event_id, kind, job_id, at in batch.events:
-            job = await self._store.get_job(job_id)
-            if job is None:  # pruned meanwhile
-                continue
-            payload = {"type": kind, "timestamp": payload_time(at), "data": self._render(job)}
-            deliveries.append(NewDelivery(event_id, kind, job_id, payload))
-        moved = (batch.cursor, batch.seen, batch.gaps) != (hook.cursor, hook.seen, hook.gaps)
-        if deliveries or moved:
-            await self._store.enqueue_deliveries(batch, deliveries)
+        batches = await self._store.webhook_events(hooks, settle_before=self._clock.now() - settle)
+        rendered: dict[str, dict[str, Any]] = {}
+        for batch in batches:
+            deliveries = []
+            for event_id, kind, job_id, at in batch.events:
+                job = batch.jobs.get(job_id)
+                if job is None:  # pruned meanwhile
+                    continue
+                if job_id not in rendered:
+                    rendered[job_id] = self._render(job)
+                payload = {"type": kind, "timestamp": payload_time(at), "data": rendered[job_id]}
+                deliveries.append(NewDelivery(event_id, kind, job_id, payload))
+            hook = batch.webhook
+            moved = (batch.cursor, batch.seen, batch.gaps) != (hook.cursor, hook.seen, hook.gaps)
+            if deliveries or moved:
+                await self._store.enqueue_deliveries(batch, deliveries)
 
     async def send(self, delivery: Delivery, hook: Webhook) -> None:
         """Send one delivery, signed, and record its outcome."""

@@ -39,7 +39,7 @@ async def test_each_end_of_a_job_and_an_unknown_attempt_is_one_event_of_its_type
     await store.create_or_get(make_job(key="won"))  # a replay: heard of by no one
     await store.create_or_get(make_job(key="still-queued"))
 
-    batch = await store.webhook_events(hook, settle_before=dt.datetime.now(dt.UTC))
+    [batch] = await store.webhook_events([hook], settle_before=dt.datetime.now(dt.UTC))
     assert [(kind, job) for _id, kind, job, _at in batch.events] == [
         ("job.succeeded", won),
         ("job.failed", failed),

@@ -35,7 +35,7 @@ async def enqueue_all(
     """Read a subscription's events as the delivery service does; return their job ids."""
     hook = await store.get_webhook(webhook_id, None)
     assert hook is not None
-    batch = await store.webhook_events(hook, settle_before=now - SETTLE, limit=limit)
+    [batch] = await store.webhook_events([hook], settle_before=now - SETTLE, limit=limit)
     deliveries = [
         NewDelivery(event_id, kind, job_id, {"type": kind})
         for event_id, kind, job_id, _at in batch.events

@@ -6,18 +6,21 @@ redirect is not followed; a destination refused at send time is not called."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from gateway.domain.clock import ManualClock
 from gateway.domain.records import ClaimSpec
-from gateway.domain.webhooks import DeliveryStatus
+from gateway.domain.states import AttemptState
+from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus
 from gateway.http.views import job_view
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
@@ -187,6 +190,52 @@ async def test_a_destination_no_longer_allowed_is_not_called(
     [pending] = await store.list_deliveries(hook.id, "alice") or []
     assert pending.status is DeliveryStatus.PENDING and pending.last_status is None
     assert pending.last_error is not None and "loopback" in pending.last_error
+
+
+@contextlib.contextmanager
+def statements(store: SqlJobStore) -> Iterator[list[str]]:
+    """Collect the SQL statements the store's engine runs meanwhile."""
+    ran: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        ran.append(" ".join(statement.split()))
+
+    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", note)
+    try:
+        yield ran
+    finally:
+        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", note)
+
+
+async def test_a_pass_reads_each_job_once_whatever_the_subscriptions_and_events(
+    store: SqlJobStore, clock: ManualClock, make_job: Any
+) -> None:
+    hooks = [
+        await store.create_webhook("ops", f"http://127.0.0.1:9/{n}", EVENT_TYPES, all_owners=True)
+        for n in range(3)
+    ]
+    ended = [await succeeded(store, make_job, f"k{n}") for n in range(3)]
+    # One job with two events heard of: unknown, then resolved with a result.
+    created = await store.create_or_get(make_job(key="unknown"), CLAIM)
+    assert created.claimed is not None
+    await store.mark_unknown(created.claimed.attempt.id, {"reason": "timeout"})
+    await store.resolve(created.claimed.attempt.id, AttemptState.SUCCEEDED, result={"n": 1})
+    ended.append(created.job.id)
+    sender = delivery(store, clock)
+    try:
+        with statements(store) as ran:
+            await sender.collect(await store.list_webhooks(None, enabled_only=True))
+    finally:
+        await sender.stopped()
+    # Two reads of jobs (the rows, their attempts) for the pass, not two per event and
+    # subscription (3 subscriptions x 5 events before).
+    assert len([s for s in ran if "FROM attempts" in s]) == 1
+    assert len([s for s in ran if s.startswith("SELECT") and "FROM jobs" in s]) == 1
+    for hook in hooks:
+        listed = await store.list_deliveries(hook.id, "ops") or []
+        assert sorted(d.job_id or "" for d in listed) == sorted([*ended, created.job.id])
+        [data] = {json.dumps(d.payload["data"]) for d in listed if d.job_id == created.job.id}
+        assert json.loads(data)["status"] == "succeeded"
 
 
 async def test_with_no_subscription_a_pass_reads_nothing_more(
