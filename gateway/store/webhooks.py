@@ -7,10 +7,12 @@ On PostgreSQL an id is drawn when the row is inserted but seen when its transact
 commits, so a smaller id may appear after a larger one was read. A missing id is kept as
 a gap (its range and when it was noticed) and read again on every pass until it is
 settled: older than the settling time, longer than any write transaction lives, and read
-once more after that. The cursor is the last id before the first open gap: every id up to
-it is settled. New events are read past the last id seen, so a gap never holds them back.
-A row read twice is one delivery (the unique ``(webhook_id, event_id)``). See
-docs/decisions.md.
+once more after that. Past ``MAX_GAPS`` gaps (many rollbacks at once would keep one
+each), those noticed within the same few seconds are merged into one range, let go when
+its newest part settles (``_bounded``). The cursor is the last id before the first open
+gap: every id up to it is settled. New events are read past the last id seen, so a gap
+never holds them back. A row read twice is one delivery (the unique ``(webhook_id,
+event_id)``). See docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ D = webhook_deliveries
 E = job_events
 W = webhooks
 JOBS_CHUNK = 500  #: job ids in one IN list when a pass reads its events' jobs
+#: Gaps a subscription keeps one by one; beyond, those noticed within the same
+#: ``GAP_BUCKET`` seconds are merged (``_bounded``).
+MAX_GAPS = 100
+GAP_BUCKET = 5.0
+Gap = tuple[int, int, str]
 
 
 def _webhook(r: Any) -> Webhook:
@@ -194,6 +201,7 @@ class WebhookRows:
             if r.id > seen + 1:
                 gaps.append((seen + 1, r.id - 1, noticed_now))
             seen = r.id
+        gaps = _bounded(gaps)
         cursor = min(lo for lo, _, _ in gaps) - 1 if gaps else seen
         events = []
         for r in [*filled, *rows]:
@@ -336,6 +344,33 @@ class WebhookRows:
                 )
             ).one_or_none()
         return None if row is None else _delivery(row)
+
+
+def _bounded(gaps: list[Gap]) -> list[Gap]:
+    """Past ``MAX_GAPS`` gaps (ascending), merge the neighbours noticed within the same
+    ``GAP_BUCKET`` seconds into one range, let go when its newest part has settled: many
+    rollbacks within the settling time would otherwise keep a gap each, each read again by
+    a range of its own on every pass. So a subscription keeps at most ``MAX_GAPS`` gaps, or
+    one per ``GAP_BUCKET`` seconds of the settling time (25 for the default 120 s) when
+    more were noticed; no id is let go sooner than alone, and none more than
+    ``GAP_BUCKET`` seconds later. A merged range covers ids between its parts that did
+    commit: read again, each is still one delivery (the unique ``(webhook_id, event_id)``
+    and the ``enqueued`` check)."""
+    if len(gaps) <= MAX_GAPS:
+        return gaps
+
+    def bucket(noticed: str) -> int:
+        return int(dt.datetime.fromisoformat(noticed).timestamp() // GAP_BUCKET)
+
+    merged = [gaps[0]]
+    for lo, hi, noticed in gaps[1:]:
+        first, _, before = merged[-1]
+        if bucket(before) == bucket(noticed):
+            later = max(before, noticed, key=dt.datetime.fromisoformat)
+            merged[-1] = (first, hi, later)
+        else:
+            merged.append((lo, hi, noticed))
+    return merged
 
 
 async def _jobs(conn: Any, job_ids: Sequence[str]) -> dict[str, JobRecord]:

@@ -16,6 +16,7 @@ from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus, NewDelivery
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import job_events
+from gateway.store.webhooks import MAX_GAPS
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
@@ -252,3 +253,45 @@ async def test_the_enabled_subscriptions_are_chosen_by_the_database(
     assert [h.id for h in await store.list_webhooks(None, enabled_only=True)] == [kept.id]
     assert [h.id for h in await store.list_webhooks("alice", enabled_only=True)] == [kept.id]
     assert [h.id for h in await store.list_webhooks("alice")] == [kept.id, gone.id]
+
+
+async def test_many_gaps_at_once_are_merged_to_a_bound_and_none_is_let_go_early(
+    store: SqlJobStore, make_job: Any
+) -> None:
+    job = (await store.create_or_get(make_job(key="k"))).job.id
+    hook = await store.create_webhook(
+        "alice", "http://127.0.0.1:9/h", ["job.failed"], all_owners=False
+    )
+    now = dt.datetime.now(dt.UTC)
+    many = MAX_GAPS + 50
+
+    async def failed_at(*ids: int) -> None:
+        async with store.engine.begin() as conn:
+            for event_id in ids:
+                await conn.execute(
+                    job_events.insert().values(
+                        id=event_id,
+                        job_id=job,
+                        kind="job_failed",
+                        detail={},
+                        at=now.replace(tzinfo=None),
+                    )
+                )
+
+    top = hook.seen
+    # Every other id is missing (as under many rolled-back transactions): one gap each.
+    await failed_at(*(top + 2 * n for n in range(1, many + 1)))
+    assert len(await enqueue_all(store, hook.id, now)) == many
+    held = await store.get_webhook(hook.id, None)
+    assert held is not None and held.seen == top + 2 * many
+    assert len(held.gaps) <= 2  # noticed in one pass: one range (two across a bucket's end)
+    missing = {top + 2 * n - 1 for n in range(1, many + 1)}
+    assert all(any(lo <= i <= hi for lo, hi, _ in held.gaps) for i in missing)
+    # A missing id that commits late is heard of once, whichever merged gap holds it.
+    await failed_at(top + 1, top + 2 * many - 1)
+    assert await enqueue_all(store, hook.id, now) == [job, job]
+    assert await enqueue_all(store, hook.id, now) == []
+    later = now + SETTLE + dt.timedelta(seconds=1)
+    assert await enqueue_all(store, hook.id, later) == []
+    settled = await store.get_webhook(hook.id, None)
+    assert settled is not None and settled.gaps == () and settled.cursor == settled.seen
