@@ -57,9 +57,11 @@ def pgbench_script() -> str:
         17: "now()::timestamp",
         18: "now()::timestamp + interval '600 seconds'",
         19: "now()::timestamp",
-        20: f"ARRAY[NULL, {_ATTEMPT}, {_ATTEMPT}]",
-        21: "ARRAY['job_created', 'attempt_created', 'attempt_running']",
-        22: "ARRAY[" + ", ".join(_text(json.dumps(d)) for d in details) + "]",
+        20: "NULL",  # no traceparent, as most requests come
+        21: "NULL",
+        22: f"ARRAY[NULL, {_ATTEMPT}, {_ATTEMPT}]",
+        23: "ARRAY['job_created', 'attempt_created', 'attempt_running']",
+        24: "ARRAY[" + ", ".join(_text(json.dumps(d)) for d in details) + "]",
     }
     sql = re.sub(r"\$(\d+)", lambda m: f"({values[int(m.group(1))]})", CREATE)
     return "\\set n random(1, 9000000000000000)\n" + " ".join(sql.split()) + ";\n"

@@ -69,6 +69,9 @@ class JobRecord:
     #: Past this time nothing more is sent for the job, and a job still waiting for
     #: capacity fails with ``job_deadline`` (None: no deadline, a job from before them).
     deadline_at: dt.datetime | None = None
+    #: The W3C trace context it was created in (``NewJob.traceparent``), None: none.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,6 +103,10 @@ class NewJob:
     #: Seconds after its creation its first attempt takes its place in the claim queue
     #: (its owner's fair share: ``gateway.service.fairness``); 0 for most jobs.
     queue_delay_s: float = 0.0
+    #: The W3C trace context of the request that created it (``traceparent``, already
+    #: checked, and its ``tracestate``): stored with the job, not part of the fingerprint.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class CreateOutcome(enum.StrEnum):

@@ -66,7 +66,8 @@ log = logging.getLogger("onejob.store")
 #: The columns a creation inserts a job and its first attempt with (one job, or a batch).
 INSERT_JOB = (
     "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, contract, provider,"
-    " requested_provider, input, status, version, created_at, updated_at, deadline_at)"
+    " requested_provider, input, status, version, created_at, updated_at, deadline_at,"
+    " traceparent, tracestate)"
 )
 INSERT_ATTEMPT = (
     "INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,"
@@ -107,7 +108,8 @@ def _create(by_key: bool) -> str:
     return f"""
 WITH {key}job AS (
   {INSERT_JOB}
-  SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10, $18::timestamp{from_key}
+  SELECT $1, {owner}, $3, $4, $5, $6, $7, $8::jsonb, $9, 1, $10, $10, $18::timestamp,
+         $20, $21{from_key}
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
   RETURNING *
 ), attempt AS (
@@ -119,7 +121,7 @@ WITH {key}job AS (
 ), events AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
   SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
-  FROM attempt, unnest($20::varchar[], $21::varchar[], $22::jsonb[]) AS e(attempt_id, kind, detail)
+  FROM attempt, unnest($22::varchar[], $23::varchar[], $24::jsonb[]) AS e(attempt_id, kind, detail)
 ), old AS (
   SELECT jobs.* FROM jobs{and_key}
   WHERE jobs.owner_id = {owner} AND jobs.idempotency_key = $3
@@ -248,6 +250,8 @@ def job_values(
         "created_at": now,
         "updated_at": now,
         "deadline_at": job_deadline(new, now),
+        "traceparent": new.traceparent,
+        "tracestate": new.tracestate,
     }
 
 
@@ -367,6 +371,8 @@ class PostgresCreation:
             values["started_at"],
             job_deadline(new, now),
             values["ready_at"],
+            new.traceparent,
+            new.tracestate,
             [attempt for _, _, _, attempt in events],
             [kind for _, kind, _, _ in events],
             [as_checked_json(scrub(detail)) for _, _, detail, _ in events],

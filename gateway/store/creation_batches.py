@@ -62,8 +62,8 @@ DEFAULT_TIMEOUT = DatabaseConfig().timeout
 log = logging.getLogger("onejob.store")
 
 #: ``CREATE_BY_KEY`` for several jobs in one statement and one commit
-#: (this module): $1-$19 are arrays, one element per job, of ``CREATE_BY_KEY``'s $1-$19;
-#: $20-$23 the events of all of them, each with its job's position (from 1). A row per
+#: (this module): $1-$21 are arrays, one element per job, of ``CREATE_BY_KEY``'s $1-$21;
+#: $22-$25 the events of all of them, each with its job's position (from 1). A row per
 #: job created, and per attempt of a job whose key was taken and is visible, each with
 #: its job's position ``n``; none for a job the statement cannot tell (an unknown key,
 #: or the key's job not visible yet: a job of the same batch, say).
@@ -77,11 +77,12 @@ WITH input AS (
                        $5::varchar[], $6::varchar[], $7::varchar[], $8::jsonb[],
                        $9::varchar[], $10::timestamp[], $11::varchar[], $12::varchar[],
                        $13::int[], $14::varchar[], $15::timestamp[], $16::timestamp[],
-                       $17::timestamp[], $18::timestamp[], $19::timestamp[])
+                       $17::timestamp[], $18::timestamp[], $19::timestamp[],
+                       $20::varchar[], $21::varchar[])
     WITH ORDINALITY AS i(job_id, key_hash, idempotency_key, fingerprint, contract,
                          provider, requested_provider, input, status, at, attempt_id,
                          state, read_version, lease_owner, lease_expires_at, deadline_at,
-                         started_at, job_deadline_at, ready_at, n)
+                         started_at, job_deadline_at, ready_at, traceparent, tracestate, n)
 ), key AS (
   SELECT i.n, k.owner_id FROM input AS i CROSS JOIN LATERAL (
     SELECT owner_id FROM api_keys WHERE key_hash = i.key_hash AND revoked_at IS NULL OFFSET 0
@@ -89,7 +90,8 @@ WITH input AS (
 ), job AS (
   {INSERT_JOB}
   SELECT i.job_id, key.owner_id, i.idempotency_key, i.fingerprint, i.contract, i.provider,
-         i.requested_provider, i.input, i.status, 1, i.at, i.at, i.job_deadline_at
+         i.requested_provider, i.input, i.status, 1, i.at, i.at, i.job_deadline_at,
+         i.traceparent, i.tracestate
   FROM input AS i JOIN key ON key.n = i.n
   ORDER BY key.owner_id, i.idempotency_key
   ON CONFLICT (owner_id, idempotency_key) DO NOTHING
@@ -104,7 +106,7 @@ WITH input AS (
 ), events AS (
   INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
   SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, i.at
-  FROM unnest($20::int[], $21::varchar[], $22::varchar[], $23::jsonb[])
+  FROM unnest($22::int[], $23::varchar[], $24::varchar[], $25::jsonb[])
          WITH ORDINALITY AS e(n, attempt_id, kind, detail, k)
   JOIN input AS i ON i.n = e.n JOIN attempt ON attempt.job_id = i.job_id
   ORDER BY e.k
@@ -139,7 +141,7 @@ IN_FLIGHT = 1
 STUCK_AFTER = 0.5
 CLOCK_SLACK = 0.001  # seconds: how early a timer of the loop may run
 #: ``CREATE_BY_KEY``'s parameters that are one value per job; the rest are its events.
-_PER_JOB = 19
+_PER_JOB = 21
 
 
 @dataclasses.dataclass(slots=True)
@@ -181,7 +183,12 @@ class CreationBatcher:
         answer: asyncio.Future[list[Any]] = loop.create_future()
         self._queued.append(_Queued(params, answer, meanwhile, loop.time() + self.timeout))
         self._flush_soon()
-        return await answer
+        t0 = loop.time()
+        try:
+            return await answer
+        finally:
+            if loop.time() - t0 > self.timeout + 0.2:
+                log.warning("DEBUG create over: %.3f", loop.time() - t0)
 
     def _flush_soon(self) -> None:
         if not self._queued or self._flush_due:

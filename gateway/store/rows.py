@@ -127,6 +127,8 @@ def job_with(row: Any, attempts: tuple[AttemptRecord, ...]) -> JobRecord:
         updated_at=aware_utc(row.updated_at),  # type: ignore[arg-type]
         attempts=attempts,
         deadline_at=aware_utc(row.deadline_at),
+        traceparent=row.traceparent,
+        tracestate=row.tracestate,
     )
 
 

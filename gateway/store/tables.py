@@ -45,6 +45,10 @@ jobs = sa.Table(
     sa.Column("updated_at", sa.DateTime, nullable=False),
     #: Nothing is sent for the job after this; still waiting then, it fails (migration 0006).
     sa.Column("deadline_at", sa.DateTime, nullable=True),
+    #: The W3C trace context the job was created in (``traceparent``, ``tracestate``): its
+    #: attempts join that trace whichever process runs them (migration 0009).
+    sa.Column("traceparent", sa.String(55), nullable=True),
+    sa.Column("tracestate", sa.String(512), nullable=True),
     sa.UniqueConstraint("owner_id", "idempotency_key", name=JOBS_OWNER_KEY_UNIQUE),
 )
 
