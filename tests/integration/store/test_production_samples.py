@@ -7,36 +7,23 @@ import datetime as dt
 from typing import Any
 
 from gateway.domain.clock import ManualClock
-from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import open_store
+from tests.integration.store_helpers import clocked_store, succeeded
 
-from .test_shadow_checks import CLAIM, CONTRACT, START, won_by_fallback
+from .test_shadow_checks import CONTRACT, START, won_by_fallback
 
 
 async def test_the_newest_jobs_the_primary_won_are_drawn_newest_first(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as store:
         ids = []
         for n in range(5):
-            created = await store.create_or_get(make_job(key=f"p{n}", input={"n": n}), CLAIM)
-            assert created.claimed is not None
-            await store.finalize(created.claimed.attempt.id, {"category": "billing", "n": n})
-            ids.append(created.job.id)
+            result = {"category": "billing", "n": n}
+            ids.append(await succeeded(store, make_job, f"p{n}", input={"n": n}, result=result))
             clock.advance(1)
         taken_over = await won_by_fallback(store, make_job, "fb")
-        other_primary = await store.create_or_get(
-            make_job(key="other", provider="sim-anthropic"), CLAIM
-        )
-        assert other_primary.claimed is not None
-        await store.finalize(other_primary.claimed.attempt.id, {"category": "billing"})
+        await succeeded(store, make_job, "other", provider="sim-anthropic")
         await store.create_or_get(make_job(key="still-queued"))
 
         drawn = await store.production_samples(CONTRACT, "sim-openai", limit=3)
@@ -49,5 +36,3 @@ async def test_the_newest_jobs_the_primary_won_are_drawn_newest_first(
         assert await store.production_samples("reply-draft@1", "sim-openai", limit=5) == []
         assert await store.production_samples(CONTRACT, "sim-openai", limit=0) == []
         assert all(s.finished_at.tzinfo is dt.UTC for s in every)
-    finally:
-        await store.close()

@@ -9,28 +9,19 @@ from typing import Any
 import sqlalchemy as sa
 
 from gateway.domain.clock import ManualClock
-from gateway.domain.records import ClaimSpec
 from gateway.domain.shadow_records import ShadowOutcome
-from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import SqlJobStore, open_store
+from gateway.store import SqlJobStore
 from gateway.store.tables import attempts, job_events, shadow_checks
+from tests.integration.store_helpers import CLAIM, clocked_store, succeeded
 
 CONTRACT = "ticket-triage@1"
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 EPOCH = (dt.datetime(2000, 1, 1, tzinfo=dt.UTC), "")
-CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
 
 
 async def count(store: SqlJobStore, table: sa.Table) -> int:
     async with store.engine.connect() as conn:
         return int((await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one())
-
-
-async def succeeded(store: SqlJobStore, make_job: Any, key: str) -> str:
-    created = await store.create_or_get(make_job(key=key), CLAIM)
-    assert created.claimed is not None
-    await store.finalize(created.claimed.attempt.id, {"category": "billing", "key": key})
-    return created.job.id
 
 
 async def won_by_fallback(store: SqlJobStore, make_job: Any, key: str) -> str:
@@ -51,14 +42,8 @@ async def test_only_jobs_their_primary_won_are_candidates_in_order_past_the_curs
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
-        first = await succeeded(store, make_job, "a")
+    async with clocked_store(database_url, clock) as store:
+        first = await succeeded(store, make_job, "a", result={"category": "billing", "key": "a"})
         clock.advance(1)
         await won_by_fallback(store, make_job, "b")
         await store.create_or_get(make_job(key="still-queued"))
@@ -75,20 +60,12 @@ async def test_only_jobs_their_primary_won_are_candidates_in_order_past_the_curs
         ]
         assert await store.shadow_candidates(EPOCH, ["other@1"], limit=10) == []
         assert len(await store.shadow_candidates(EPOCH, [CONTRACT], limit=1)) == 1
-    finally:
-        await store.close()
 
 
 async def test_a_check_is_claimed_once_with_its_own_key_and_leaves_the_job_alone(
     database_url: str, make_job: Any
 ) -> None:
-    store = await open_store(
-        database_url,
-        clock=ManualClock(START),
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, ManualClock(START)) as store:
         job_id = await succeeded(store, make_job, "a")
         job_before = await store.get_job(job_id)
         events, tries = await count(store, job_events), await count(store, attempts)
@@ -109,21 +86,13 @@ async def test_a_check_is_claimed_once_with_its_own_key_and_leaves_the_job_alone
         assert not await store.finish_shadow_check(check_id, ShadowOutcome.AGREED, {})
         assert await store.get_job(job_id) == job_before
         assert (await count(store, job_events), await count(store, attempts)) == (events, tries)
-    finally:
-        await store.close()
 
 
 async def test_the_tally_counts_the_newest_judged_checks_since_the_certificate(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as store:
         outcomes = [ShadowOutcome.AGREED] * 3 + [ShadowOutcome.DISAGREED] * 2
         outcomes += [ShadowOutcome.ERROR]
         for n, outcome in enumerate(outcomes):
@@ -152,21 +121,13 @@ async def test_the_tally_counts_the_newest_judged_checks_since_the_certificate(
         # Every started check counts against the hour's budget, pending and errors too.
         assert await store.shadow_calls_since(START) == 7
         assert await store.shadow_calls_since(clock.now() - dt.timedelta(seconds=90)) == 3
-    finally:
-        await store.close()
 
 
 async def test_retention_removes_a_jobs_shadow_checks_with_it(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as store:
         old = await succeeded(store, make_job, "old")
         await store.begin_shadow_check(old, CONTRACT, "p", "f")
         clock.advance(31 * 86_400)
@@ -176,5 +137,3 @@ async def test_retention_removes_a_jobs_shadow_checks_with_it(
         async with store.engine.connect() as conn:
             left = (await conn.execute(sa.select(shadow_checks.c.job_id))).scalars().all()
         assert left == [recent]
-    finally:
-        await store.close()

@@ -9,12 +9,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from gateway.domain.records import ClaimSpec
 from gateway.domain.states import AttemptState
 from gateway.domain.webhooks import EVENT_TYPES
 from gateway.store import SqlJobStore
-
-CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
+from tests.integration.store_helpers import CLAIM
 
 
 async def claimed(store: SqlJobStore, make_job: Any, key: str) -> tuple[str, str]:

@@ -11,23 +11,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from gateway.domain.clock import ManualClock
-from gateway.domain.records import ClaimSpec
 from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus, NewDelivery
-from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import SqlJobStore, open_store
+from gateway.store import SqlJobStore
 from gateway.store.tables import job_events
 from gateway.store.webhooks import MAX_GAPS
+from tests.integration.store_helpers import clocked_store, succeeded
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
 SETTLE = dt.timedelta(seconds=120)
-
-
-async def succeeded(store: SqlJobStore, make_job: Any, key: str, owner: str = "alice") -> str:
-    created = await store.create_or_get(make_job(owner=owner, key=key), CLAIM)
-    assert created.claimed is not None
-    await store.finalize(created.claimed.attempt.id, {"category": "billing"})
-    return created.job.id
 
 
 async def enqueue_all(
@@ -49,13 +40,7 @@ async def test_a_subscription_hears_its_owners_ends_from_its_creation_once_each(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as store:
         await succeeded(store, make_job, "before")
         hook = await store.create_webhook(
             "alice", "http://127.0.0.1:9/h", ["job.succeeded"], all_owners=False
@@ -80,21 +65,13 @@ async def test_a_subscription_hears_its_owners_ends_from_its_creation_once_each(
         assert await store.list_deliveries(hook.id, "bob") is None
         assert [w.id for w in await store.list_webhooks("alice")] == [hook.id]
         assert len(await store.list_webhooks(None)) == 2
-    finally:
-        await store.close()
 
 
 async def test_an_event_committed_after_a_larger_id_is_not_skipped(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(START)
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as store:
         hook = await store.create_webhook(
             "alice", "http://127.0.0.1:9/h", ["job.failed"], all_owners=False
         )
@@ -132,8 +109,6 @@ async def test_an_event_committed_after_a_larger_id_is_not_skipped(
         moved = await store.get_webhook(hook.id, None)
         assert moved is not None and moved.cursor == moved.seen > hook.cursor
         assert moved.gaps == ()
-    finally:
-        await store.close()
 
 
 async def test_a_gap_holds_the_cursor_until_it_settles_but_not_the_events_after_it(

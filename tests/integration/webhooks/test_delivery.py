@@ -20,16 +20,14 @@ from standardwebhooks.webhooks import Webhook as Verifier
 
 import gateway.store
 from gateway.domain.clock import ManualClock
-from gateway.domain.records import ClaimSpec
 from gateway.domain.states import AttemptState
 from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus
 from gateway.http.views import job_view
-from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import SqlJobStore, open_store
+from gateway.store import SqlJobStore
 from gateway.webhooks.config import WebhooksConfig
 from gateway.webhooks.delivery import WebhookDelivery
+from tests.integration.store_helpers import CLAIM, clocked_store, succeeded
 
-CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
 #: The schedule compressed: a minute, then two; the clock is moved, nothing waits.
 SCHEDULE = (60.0, 120.0)
 ALLOWED = WebhooksConfig(allow_hosts=("127.0.0.1",), retry_schedule=SCHEDULE)
@@ -43,27 +41,12 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def store(database_url: str, clock: ManualClock) -> AsyncIterator[SqlJobStore]:
-    s = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
+    async with clocked_store(database_url, clock) as s:
         yield s
-    finally:
-        await s.close()
 
 
 def delivery(store: SqlJobStore, clock: ManualClock, config: WebhooksConfig = ALLOWED) -> Any:
     return WebhookDelivery(store, config, httpx.AsyncClient(), render=job_view, clock=clock)
-
-
-async def succeeded(store: SqlJobStore, make_job: Any, key: str = "k") -> str:
-    created = await store.create_or_get(make_job(key=key), CLAIM)
-    assert created.claimed is not None
-    await store.finalize(created.claimed.attempt.id, {"category": "billing"})
-    return created.job.id
 
 
 def verified(secret: str, got: Any) -> dict[str, Any]:
