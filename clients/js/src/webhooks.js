@@ -1,4 +1,6 @@
-// Verify a webhook onejob sent (Standard Webhooks), with WebCrypto only: browsers, Node 20+.
+// Verify a webhook onejob sent (Standard Webhooks), with WebCrypto only: browsers, and Node
+// 18 or newer (Node 19+ and browsers have it as globalThis.crypto; Node 18 only as
+// node:crypto's webcrypto, which is then imported).
 //
 //   import { verifyWebhook, WebhookVerificationError } from "onejob-client";
 //
@@ -52,13 +54,29 @@ function asBytes(body) {
 /** Return the "v1,..." signature of one message, as onejob puts it in webhook-signature. */
 export async function signWebhook(secret, msgId, timestamp, body) {
   const raw = fromBase64(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret);
-  const key = await crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const subtle = await subtleCrypto();
+  const key = await subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   const head = new TextEncoder().encode(`${msgId}.${timestamp}.`);
   const bytes = asBytes(body);
   const signed = new Uint8Array(head.length + bytes.length);
   signed.set(head);
   signed.set(bytes, head.length);
-  return `v1,${toBase64(await crypto.subtle.sign("HMAC", key, signed))}`;
+  return `v1,${toBase64(await subtle.sign("HMAC", key, signed))}`;
+}
+
+let nodeSubtle;
+
+// WebCrypto's SubtleCrypto: the global one (browsers, Node 19+, Deno, Bun), else Node 18's
+// node:crypto webcrypto; imported only where there is no global one.
+async function subtleCrypto() {
+  if (globalThis.crypto?.subtle) return globalThis.crypto.subtle;
+  nodeSubtle ??= import(/* webpackIgnore: true */ "node:crypto").then(
+    (module) => module.webcrypto?.subtle,
+    () => undefined,
+  );
+  const subtle = await nodeSubtle;
+  if (!subtle) throw new OnejobError("WebCrypto is missing: verifying webhooks needs a browser or Node 18+");
+  return subtle;
 }
 
 function same(a, b) {

@@ -4,10 +4,10 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { WebhookVerificationError, signWebhook, verifyWebhook } from "../src/index.js";
 
@@ -79,4 +79,25 @@ test("a changed body, a wrong secret, a stale timestamp or a missing header is r
   for (const [body, sent, key, says] of cases) {
     await assert.rejects(verifyWebhook(body, sent, key), (error) => error instanceof WebhookVerificationError && says.test(error.message));
   }
+});
+
+test("without a global WebCrypto (Node 18) it verifies with node:crypto's, as package.json's engines promise", async () => {
+  const engines = JSON.parse(readFileSync(path.join(ROOT, "clients/js/package.json"), "utf8")).engines.node;
+  assert.equal(engines, ">=18");
+  const secret = reference("secret");
+  const stamp = Math.floor(Date.now() / 1000);
+  const sig = reference("sign", secret, "msg_4", String(stamp), BODY);
+  const index = pathToFileURL(path.join(ROOT, "clients/js/src/index.js")).href;
+  // A Node with no globalThis.crypto, as Node 18 is for an ES module.
+  const script = `
+delete globalThis.crypto;
+if (globalThis.crypto !== undefined) throw new Error("crypto is still global");
+const { verifyWebhook, signWebhook } = await import(${JSON.stringify(index)});
+const [secret, stamp, sig, body] = process.argv.slice(1);
+const headers = { "webhook-id": "msg_4", "webhook-timestamp": stamp, "webhook-signature": sig };
+const event = await verifyWebhook(body, headers, secret);
+console.log(JSON.stringify({ id: event.data.id, ours: await signWebhook(secret, "msg_4", Number(stamp), body) }));
+`;
+  const out = execFileSync(process.execPath, ["--input-type=module", "-e", script, secret, String(stamp), sig, BODY], { encoding: "utf8" });
+  assert.deepEqual(JSON.parse(out), { id: "job_1", ours: sig });
 });
