@@ -183,12 +183,7 @@ class CreationBatcher:
         answer: asyncio.Future[list[Any]] = loop.create_future()
         self._queued.append(_Queued(params, answer, meanwhile, loop.time() + self.timeout))
         self._flush_soon()
-        t0 = loop.time()
-        try:
-            return await answer
-        finally:
-            if loop.time() - t0 > self.timeout + 0.2:
-                log.warning("DEBUG create over: %.3f", loop.time() - t0)
+        return await answer
 
     def _flush_soon(self) -> None:
         if not self._queued or self._flush_due:
