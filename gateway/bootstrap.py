@@ -310,7 +310,14 @@ def webhook_delivery(runtime: Runtime) -> BackgroundService:
     """Build the webhooks' delivery on its own client: no redirects, no proxy from the env."""
     config = runtime.settings.webhooks
     client = httpx.AsyncClient(follow_redirects=False, timeout=config.timeout, trust_env=False)
-    return WebhookDelivery(runtime.store, config, client, render=job_view, clock=SystemClock())
+    return WebhookDelivery(
+        runtime.store,
+        config,
+        client,
+        render=job_view,
+        clock=SystemClock(),
+        metrics=runtime.metrics.webhooks,
+    )
 
 
 def default_background(

@@ -12,6 +12,7 @@ the mode is per process: on, or off for the whole process.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import glob
 import os
@@ -35,6 +36,7 @@ from gateway.certification_metrics import CertificationMetrics
 from gateway.domain.ports import JobStore
 from gateway.domain.states import AttemptState
 from gateway.notify import RelayState
+from gateway.webhooks.metrics import WebhookMetrics
 
 #: Histogram buckets for attempt wall time (seconds): LLM calls take 0.1 s to a minute.
 ATTEMPT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -191,6 +193,8 @@ class Metrics:
         self.certification = CertificationMetrics(r)
         #: Waits for capacity, circuits, pacing, the queue, refusals (issue 43).
         self.capacity = CapacityMetrics(r)
+        #: Webhook tries and outcomes, the deliveries' backlog, disabled endpoints (issue 45).
+        self.webhooks = WebhookMetrics(r)
 
     def watch_relay(self, state: RelayState) -> None:
         """Show the LISTEN relay's state (``onejob_listen_connected``, ``..._reconnects``)."""
@@ -241,8 +245,12 @@ class Metrics:
         self.reconciled.labels(provider=provider, outcome=outcome.value).inc()
 
     async def refresh(self, store: JobStore) -> None:
-        """Set the unknown-attempts gauges from the database (all processes' attempts)."""
+        """Set the unknown-attempts gauges from the database (all processes' attempts),
+        and the webhooks' backlog where the store offers it."""
         self._sync_relay()
+        backlog = getattr(store, "webhook_backlog", None)
+        if backlog is not None:
+            self.webhooks.show(await backlog(), dt.datetime.now(dt.UTC))
         by_age = getattr(store, "unknown_by_provider_and_age", None)
         if by_age is not None:
             counts = await by_age(UNKNOWN_AGE_BOUNDS, UNKNOWN_AGE_OLDER)

@@ -1,11 +1,12 @@
 // Webhooks: the caller's subscriptions, and one subscription's deliveries with their last
-// outcome (status, tries, the endpoint's answer or the error, the next try), each of which
-// may be sent again.
+// outcome (status, tries, the endpoint's answer or the error, the next try), newest first a
+// page at a time (cursor paging, as the jobs), each of which may be sent again.
 
 import { api, describe } from "./api.js";
 import { badge, every, fill, h, keepingFocus, stamp, td } from "./dom.js";
 
 const REFRESH_MS = 3000;
+const PAGE_SIZE = 20;
 
 export async function renderWebhooks(view) {
   const region = h("div", { id: "webhooks-region" });
@@ -63,8 +64,22 @@ export async function renderDeliveries(view, _ctx, webhookId) {
   const region = h("div", { id: "deliveries-region" });
   const message = h("p", { class: "error", role: "alert" });
   const said = h("p", { class: "notice", role: "status", hidden: true });
-  fill(view, h("h1", {}, "Webhook ", h("span", { class: "mono breakable" }, webhookId)), h("p", {}, h("a", { href: "#/webhooks" }, "← Webhooks")), message, said, region);
+  const newer = h("button", { type: "button", id: "newer-deliveries", "data-focus-key": "newer" }, "← Newer");
+  const older = h("button", { type: "button", id: "older-deliveries", "data-focus-key": "older" }, "Older →");
+  const pageNo = h("span", { class: "muted", "aria-live": "polite" });
+  fill(
+    view,
+    h("h1", {}, "Webhook ", h("span", { class: "mono breakable" }, webhookId)),
+    h("p", {}, h("a", { href: "#/webhooks" }, "← Webhooks")),
+    message,
+    said,
+    region,
+    h("div", { class: "pager" }, newer, older, pageNo),
+  );
   const base = `/v1/webhooks/${encodeURIComponent(webhookId)}`;
+  // The cursor of each page shown so far (null: the newest), the last one's on screen.
+  const cursors = [null];
+  let nextCursor = null;
 
   async function again(delivery) {
     try {
@@ -78,16 +93,34 @@ export async function renderDeliveries(view, _ctx, webhookId) {
   }
 
   async function load() {
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    const cursor = cursors[cursors.length - 1];
+    if (cursor) query.set("cursor", cursor);
     let page;
     try {
-      page = await api(`${base}/deliveries`);
+      page = await api(`${base}/deliveries?${query}`);
       message.textContent = "";
     } catch (error) {
       message.textContent = describe(error);
       return;
     }
+    nextCursor = page.next_cursor;
     keepingFocus(region, () => fill(region, deliveriesTable(page.deliveries, again)));
+    newer.disabled = cursors.length < 2;
+    older.disabled = !nextCursor;
+    pageNo.textContent = `Page ${cursors.length}`;
   }
+
+  older.addEventListener("click", () => {
+    if (!nextCursor) return;
+    cursors.push(nextCursor);
+    load();
+  });
+  newer.addEventListener("click", () => {
+    if (cursors.length < 2) return;
+    cursors.pop();
+    load();
+  });
   await load();
   return every(REFRESH_MS, load);
 }

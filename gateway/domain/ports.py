@@ -175,7 +175,7 @@ class WebhookStore(Protocol):
     async def add_delivery(self, webhook_id: str, delivery: NewDelivery) -> Delivery: ...
     async def due_deliveries(self, *, lease: float, limit: int = 50) -> list[tuple[Delivery, Webhook]]: ...  # noqa: E501
     async def record_delivery(self, delivery_id: str, *, status: DeliveryStatus, answer: int | None, error: str | None, next_at: dt.datetime | None, disable: str | None = None) -> None: ...  # noqa: E501
-    async def list_deliveries(self, webhook_id: str, owner_id: str | None, limit: int = 100) -> list[Delivery] | None: ...  # noqa: E501
+    async def list_deliveries(self, webhook_id: str, owner_id: str | None, *, limit: int = 100, cursor: str | None = None) -> tuple[list[Delivery], str | None] | None: ...  # noqa: E501
     async def redeliver(self, webhook_id: str, delivery_id: str, owner_id: str | None) -> Delivery | None: ...  # noqa: E501
     # fmt: on
 

@@ -127,6 +127,18 @@ class EventBatch:
     jobs: Mapping[str, JobRecord] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebhookBacklog:
+    """What the metrics show of every subscription's deliveries, read from the database."""
+
+    #: Deliveries to send (again), due or not.
+    pending: int
+    #: When the oldest of them was made (None: none is pending).
+    oldest_pending: dt.datetime | None
+    #: Live subscriptions disabled (their endpoint answered 410).
+    disabled: int
+
+
 def new_secret() -> str:
     """Return a fresh ``whsec_`` secret."""
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()

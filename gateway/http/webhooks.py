@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.handlers import HTTPRouteHandler
-from litestar.params import FromPath
+from litestar.params import FromPath, QueryParameter
 
 from gateway.domain.records import Principal
 from gateway.domain.webhooks import Delivery, Webhook
-from gateway.http.openapi import answer, body_doc, problems
+from gateway.http.openapi import CURSOR_PATTERN, answer, body_doc, problems
 from gateway.http.request_bodies import read_body
 from gateway.http.schemas import Strict
 from gateway.http.views import timestamp
 from gateway.service import JobService
+from gateway.service.webhooks import DELIVERIES_PAGE, MAX_DELIVERIES_PAGE
+
+#: A deliveries' paging cursor: a delivery id (``msg_`` and a ULID) in unpadded base64url,
+#: made as a jobs' cursor is (``msg`` is ``bXNn`` where ``job`` is ``am9i``).
+DELIVERY_CURSOR_PATTERN = CURSOR_PATTERN.replace("^am9i", "^bXNn", 1)
+#: ``limit``: plain decimal digits 1-100, as the jobs' (documented as the integer it is).
+DELIVERIES_LIMIT = QueryParameter(
+    pattern=r"^(?:[1-9][0-9]?|100)$",
+    description=f"Deliveries on a page (default {DELIVERIES_PAGE}).",
+    schema_extra={
+        "one_of": None,
+        "pattern": None,
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_DELIVERIES_PAGE,
+        "default": DELIVERIES_PAGE,
+    },
+)
 
 Caller = NamedDependency[Principal]
 
@@ -80,6 +98,8 @@ class DeliveryView(Strict):
 
 class DeliveryList(Strict):
     deliveries: list[DeliveryView]
+    #: Pass as ``cursor`` for the next page; ``null``: this was the last.
+    next_cursor: str | None
 
 
 def webhook_view(hook: Webhook) -> dict[str, Any]:
@@ -183,14 +203,22 @@ async def test_webhook(
 
 @get(
     "/webhooks/{webhook_id:str}/deliveries",
-    responses={200: answer(DeliveryList, "Its newest 100 deliveries"), **problems(404)},
+    responses={200: answer(DeliveryList, "A page of its deliveries"), **problems(400, 404)},
 )
 async def webhook_deliveries(
-    request: Request[Any, Any, Any], principal: Caller, webhook_id: FromPath[str]
+    request: Request[Any, Any, Any],
+    principal: Caller,
+    webhook_id: FromPath[str],
+    limit: Annotated[str | None, DELIVERIES_LIMIT] = None,
+    cursor: Annotated[str | None, QueryParameter(pattern=DELIVERY_CURSOR_PATTERN)] = None,
 ) -> Response[Any]:
-    """List a webhook's deliveries, newest first, with their outcomes."""
-    found = await _service(request).webhook_deliveries(principal, webhook_id)
-    return Response(content={"deliveries": [delivery_view(d) for d in found]})
+    """List a webhook's deliveries, newest first, with their outcomes, a page at a time."""
+    found, next_cursor = await _service(request).webhook_deliveries(
+        principal, webhook_id, limit=int(limit or DELIVERIES_PAGE), cursor=cursor
+    )
+    return Response(
+        content={"deliveries": [delivery_view(d) for d in found], "next_cursor": next_cursor}
+    )
 
 
 @post(

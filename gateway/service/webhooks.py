@@ -16,11 +16,13 @@ from gateway.domain.webhooks import (
     Webhook,
     payload_time,
 )
-from gateway.errors import InvalidInput, NotFound
+from gateway.errors import BadRequest, InvalidInput, NotFound
 from gateway.service.base import ServiceBase, check_id
 from gateway.webhooks.destinations import refused
 
 MAX_WEBHOOKS = 100  # live subscriptions of one owner, at most
+DELIVERIES_PAGE = 20  # deliveries on a page unless the caller asks for another number
+MAX_DELIVERIES_PAGE = 100  # deliveries on a page, at most
 
 
 class Webhooks(ServiceBase):
@@ -83,10 +85,25 @@ class Webhooks(ServiceBase):
         }
         return await self.store.add_delivery(hook.id, NewDelivery(None, TEST_EVENT, None, payload))
 
-    async def webhook_deliveries(self, principal: Principal, webhook_id: str) -> list[Delivery]:
-        """Return a subscription's deliveries, newest first, with their outcomes."""
+    async def webhook_deliveries(
+        self,
+        principal: Principal,
+        webhook_id: str,
+        *,
+        limit: int = DELIVERIES_PAGE,
+        cursor: str | None = None,
+    ) -> tuple[list[Delivery], str | None]:
+        """Return a page of a subscription's deliveries, newest first, with their outcomes,
+        and the cursor of the next page (None: the last), as jobs are listed."""
         check_id(webhook_id, "webhook")
-        found = await self.store.list_deliveries(webhook_id, principal.owner_id)
+        if not 1 <= limit <= MAX_DELIVERIES_PAGE:
+            raise BadRequest(f"limit must be between 1 and {MAX_DELIVERIES_PAGE}.")
+        try:
+            found = await self.store.list_deliveries(
+                webhook_id, principal.owner_id, limit=limit, cursor=cursor
+            )
+        except ValueError as exc:
+            raise BadRequest("The cursor is not valid.") from exc
         if found is None:
             raise NotFound(f"No webhook {webhook_id!r}.")
         return found

@@ -17,6 +17,7 @@ event_id)``). See docs/decisions.md.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
@@ -33,11 +34,12 @@ from gateway.domain.webhooks import (
     EventBatch,
     NewDelivery,
     Webhook,
+    WebhookBacklog,
     event_type,
     new_secret,
 )
 from gateway.store.database import Database
-from gateway.store.rows import job_record, naive_utc
+from gateway.store.rows import MAX_LIST_LIMIT, job_record, naive_utc
 from gateway.store.tables import attempts, job_events, jobs, webhook_deliveries, webhooks
 
 D = webhook_deliveries
@@ -308,19 +310,61 @@ class WebhookRows:
                 )
 
     async def list_deliveries(
-        self, webhook_id: str, owner_id: str | None, limit: int = 100
-    ) -> list[Delivery] | None:
-        """Return a subscription's deliveries, newest first; None when it is not visible."""
+        self,
+        webhook_id: str,
+        owner_id: str | None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[Delivery], str | None] | None:
+        """Return a page of a subscription's deliveries, newest first, and the cursor of the
+        next page (None: the last); None when the subscription is not visible. Raise
+        ``ValueError`` for a cursor that names none of its deliveries."""
         if await self.get_webhook(webhook_id, owner_id) is None:
             return None
-        query = (
-            sa.select(D)
-            .where(D.c.webhook_id == webhook_id)
-            .order_by(D.c.created_at.desc(), D.c.id.desc())
-            .limit(limit)
-        )
+        limit = max(1, min(limit, MAX_LIST_LIMIT))
+        query = sa.select(D).where(D.c.webhook_id == webhook_id)
         async with self.db.read() as conn:
-            return [_delivery(r) for r in (await conn.execute(query)).all()]
+            if cursor is not None:
+                after = _delivery_after(cursor)
+                at = (
+                    await conn.execute(
+                        sa.select(D.c.created_at).where(
+                            D.c.id == after, D.c.webhook_id == webhook_id
+                        )
+                    )
+                ).scalar_one_or_none()
+                if at is None:
+                    raise ValueError("invalid cursor")
+                query = query.where(
+                    sa.or_(D.c.created_at < at, sa.and_(D.c.created_at == at, D.c.id < after))
+                )
+            query = query.order_by(D.c.created_at.desc(), D.c.id.desc()).limit(limit + 1)
+            rows = (await conn.execute(query)).all()
+        page = [_delivery(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        return page, (_delivery_cursor(page[-1].id) if more else None)
+
+    async def webhook_backlog(self) -> WebhookBacklog:
+        """Return the deliveries waiting (every subscription's) and the live subscriptions
+        disabled, for the metrics: one statement, the pending ones found through the index
+        on (status, next_at)."""
+        pending = D.c.status == DeliveryStatus.PENDING.value
+        query = sa.select(
+            sa.select(sa.func.count()).select_from(D).where(pending).scalar_subquery(),
+            sa.select(sa.func.min(D.c.created_at)).where(pending).scalar_subquery(),
+            sa.select(sa.func.count())
+            .select_from(W)
+            .where(W.c.deleted_at.is_(None), W.c.disabled_at.is_not(None))
+            .scalar_subquery(),
+        )
+        async with self.db.read_once() as conn:
+            waiting, oldest, gone = (await conn.execute(query)).one()
+        return WebhookBacklog(
+            pending=int(waiting),
+            oldest_pending=aware(oldest) if oldest is not None else None,
+            disabled=int(gone),
+        )
 
     async def redeliver(
         self, webhook_id: str, delivery_id: str, owner_id: str | None
@@ -344,6 +388,22 @@ class WebhookRows:
                 )
             ).one_or_none()
         return None if row is None else _delivery(row)
+
+
+def _delivery_cursor(delivery_id: str) -> str:
+    """Make an opaque paging cursor from a delivery id (as ``encode_cursor`` does a job's)."""
+    return base64.urlsafe_b64encode(delivery_id.encode()).decode().rstrip("=")
+
+
+def _delivery_after(cursor: str) -> str:
+    """Read a deliveries' paging cursor; raise ValueError when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError("invalid cursor") from exc
+    if not raw.startswith("msg_") or not raw.isprintable() or len(raw) > 40:
+        raise ValueError("invalid cursor")
+    return raw
 
 
 def _bounded(gaps: list[Gap]) -> list[Gap]:

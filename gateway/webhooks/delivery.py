@@ -37,9 +37,12 @@ from gateway.domain.webhooks import (
 from gateway.periodic import Periodic
 from gateway.webhooks.config import WebhooksConfig
 from gateway.webhooks.destinations import check, pinned
+from gateway.webhooks.metrics import TryOutcome, WebhookMetrics
 
 log = logging.getLogger("onejob.webhooks")
 GONE = "gone"  #: why a subscription whose endpoint answered 410 was disabled
+SCHEDULE = "schedule"  #: why a delivery was given up when its last try failed
+REFUSED = "refused: "  #: how the error of a try to a refused destination begins
 
 
 class WebhookDelivery(Periodic):
@@ -55,6 +58,7 @@ class WebhookDelivery(Periodic):
         *,
         render: Callable[[JobRecord], dict[str, Any]],
         clock: Clock,
+        metrics: WebhookMetrics | None = None,
     ) -> None:
         super().__init__(config.interval)
         self._store = store
@@ -62,6 +66,7 @@ class WebhookDelivery(Periodic):
         self._client = client
         self._render = render
         self._clock = clock
+        self._metrics = metrics
 
     async def start(self) -> None:
         """Start the loop; its first pass runs at once, off the caller's path."""
@@ -125,7 +130,7 @@ class WebhookDelivery(Periodic):
         error: str | None = None
         where = await check(hook.url, self._config.allow_hosts)
         if where.refusal is not None:
-            error = f"refused: {where.refusal}"
+            error = f"{REFUSED}{where.refusal}"
         else:
             now = self._clock.now()
             body = json.dumps(delivery.payload, separators=(",", ":")).encode()
@@ -156,7 +161,23 @@ class WebhookDelivery(Periodic):
                 error = f"{type(exc).__name__}: {exc}"[:500]
         await self._record(delivery, answer, error)
 
+    def _count(self, answer: int | None, error: str | None) -> None:
+        if self._metrics is None:
+            return
+        if answer is not None:
+            delivered = 200 <= answer < 300
+            self._metrics.tried(TryOutcome.DELIVERED if delivered else TryOutcome.STATUS)
+        elif error is not None and error.startswith(REFUSED):
+            self._metrics.tried(TryOutcome.REFUSED)
+        else:
+            self._metrics.tried(TryOutcome.NO_ANSWER)
+
+    def _given_up(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.failed(reason)
+
     async def _record(self, delivery: Delivery, answer: int | None, error: str | None) -> None:
+        self._count(answer, error)
         if answer is not None and 200 <= answer < 300:
             delivered = DeliveryStatus.DELIVERED
             await self._store.record_delivery(
@@ -165,6 +186,7 @@ class WebhookDelivery(Periodic):
             return
         if answer == 410:
             log.warning("webhook %s answered 410: disabled", delivery.webhook_id)
+            self._given_up(GONE)
             await self._store.record_delivery(
                 delivery.id,
                 status=DeliveryStatus.FAILED,
@@ -176,6 +198,7 @@ class WebhookDelivery(Periodic):
             return
         schedule = self._config.retry_schedule
         if delivery.tries >= len(schedule):  # that was the last try
+            self._given_up(SCHEDULE)
             await self._store.record_delivery(
                 delivery.id, status=DeliveryStatus.FAILED, answer=answer, error=error, next_at=None
             )

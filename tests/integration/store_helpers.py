@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.domain.ports import Clock
 from gateway.domain.records import ClaimSpec
+from gateway.domain.webhooks import Delivery
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 
@@ -46,3 +47,10 @@ async def clocked_store(database_url: str, clock: Clock) -> AsyncIterator[SqlJob
         yield store
     finally:
         await store.close()
+
+
+async def deliveries(store: SqlJobStore, webhook_id: str, owner_id: str | None) -> list[Delivery]:
+    """Return a subscription's newest deliveries (its first page), newest first."""
+    found = await store.list_deliveries(webhook_id, owner_id)
+    assert found is not None, f"{webhook_id} is not {owner_id}'s"
+    return found[0]

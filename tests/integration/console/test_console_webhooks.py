@@ -10,6 +10,7 @@ import pytest
 from dispatch_harness import case_input
 from playwright.async_api import Page, expect
 
+from gateway.domain.webhooks import NewDelivery
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import open_store
 
@@ -68,3 +69,37 @@ async def test_an_owner_sees_a_delivery_refused_for_its_destination_and_sends_it
     await expect(page.get_by_role("status")).to_contain_text("will be sent again now")
     assert watched.errors == [], watched.errors
     assert not [u for u in watched.urls if stack.key in u]
+
+
+async def test_a_webhooks_deliveries_are_shown_a_page_at_a_time(
+    stack: Any, sqlite_url: str, open_page: Any
+) -> None:
+    store = await open_store(
+        sqlite_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
+    )
+    try:
+        hook = await store.create_webhook(
+            "alice", "http://127.0.0.1:9/paged", ["job.failed"], all_owners=False
+        )
+        made = [
+            await store.add_delivery(hook.id, NewDelivery(None, "webhook.test", None, {"n": n}))
+            for n in range(21)
+        ]
+    finally:
+        await store.close()
+
+    page, watched = await open_page()
+    await sign_in(page, stack.url, stack.key)
+    await page.goto(f"{stack.url}#/webhooks/{hook.id}")
+    rows = page.locator("#deliveries-table tbody tr")
+    await expect(rows).to_have_count(20)
+    await expect(rows.first).to_have_attribute("data-delivery", made[-1].id)
+    await expect(page.get_by_role("button", name="← Newer")).to_be_disabled()
+    await page.get_by_role("button", name="Older →").click()
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_have_attribute("data-delivery", made[0].id)
+    await expect(page.get_by_text("Page 2")).to_be_visible()
+    await expect(page.get_by_role("button", name="Older →")).to_be_disabled()
+    await page.get_by_role("button", name="← Newer").click()
+    await expect(rows).to_have_count(20)
+    assert watched.errors == [], watched.errors

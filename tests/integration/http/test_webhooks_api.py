@@ -151,3 +151,38 @@ async def test_an_owner_may_have_a_hundred_webhooks(client: httpx.AsyncClient, k
     assert (
         await client.post("/v1/webhooks", json=HOOK, headers=keys.auth("bob"))
     ).status_code == 201
+
+
+async def test_deliveries_are_listed_a_page_at_a_time_as_jobs_are(
+    client: httpx.AsyncClient, keys: Any
+) -> None:
+    made = (await client.post("/v1/webhooks", json=HOOK, headers=keys.auth())).json()
+    other = (await client.post("/v1/webhooks", json=HOOK, headers=keys.auth())).json()
+    path = f"/v1/webhooks/{made['id']}/deliveries"
+    sent = [
+        (await client.post(f"/v1/webhooks/{made['id']}/test", headers=keys.auth())).json()["id"]
+        for _ in range(5)
+    ]
+    elsewhere = await client.post(f"/v1/webhooks/{other['id']}/test", headers=keys.auth())
+    pages, cursor = [], None
+    while True:
+        params = {"limit": "2"} | ({"cursor": cursor} if cursor else {})
+        page = await client.get(path, params=params, headers=keys.auth())
+        assert page.status_code == 200, page.text
+        pages.append([d["id"] for d in page.json()["deliveries"]])
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == [sent[4:2:-1], sent[2:0:-1], sent[:1]]
+    whole = (await client.get(path, headers=keys.auth())).json()
+    assert [d["id"] for d in whole["deliveries"]] == sent[::-1] and whole["next_cursor"] is None
+    first = (await client.get(path, params={"limit": "1"}, headers=keys.auth())).json()
+    # A cursor of another webhook's delivery, a made-up one, a bad limit: 400.
+    theirs = f"/v1/webhooks/{other['id']}/deliveries"
+    problem(
+        await client.get(theirs, params={"cursor": first["next_cursor"]}, headers=keys.auth()), 400
+    )
+    problem(await client.get(path, params={"cursor": "bm9wZQ"}, headers=keys.auth()), 400)
+    for limit in ("0", "101", "1e1", ""):
+        problem(await client.get(path, params={"limit": limit}, headers=keys.auth()), 400)
+    assert elsewhere.status_code == 202

@@ -21,12 +21,13 @@ from standardwebhooks.webhooks import Webhook as Verifier
 import gateway.store
 from gateway.domain.clock import ManualClock
 from gateway.domain.states import AttemptState
-from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus
+from gateway.domain.webhooks import EVENT_TYPES, DeliveryStatus, NewDelivery
 from gateway.http.views import job_view
+from gateway.metrics import Metrics
 from gateway.store import SqlJobStore
 from gateway.webhooks.config import WebhooksConfig
 from gateway.webhooks.delivery import WebhookDelivery
-from tests.integration.store_helpers import CLAIM, clocked_store, succeeded
+from tests.integration.store_helpers import CLAIM, clocked_store, deliveries, succeeded
 
 #: The schedule compressed: a minute, then two; the clock is moved, nothing waits.
 SCHEDULE = (60.0, 120.0)
@@ -45,8 +46,20 @@ async def store(database_url: str, clock: ManualClock) -> AsyncIterator[SqlJobSt
         yield s
 
 
-def delivery(store: SqlJobStore, clock: ManualClock, config: WebhooksConfig = ALLOWED) -> Any:
-    return WebhookDelivery(store, config, httpx.AsyncClient(), render=job_view, clock=clock)
+def delivery(
+    store: SqlJobStore,
+    clock: ManualClock,
+    config: WebhooksConfig = ALLOWED,
+    metrics: Metrics | None = None,
+) -> Any:
+    return WebhookDelivery(
+        store,
+        config,
+        httpx.AsyncClient(),
+        render=job_view,
+        clock=clock,
+        metrics=metrics.webhooks if metrics else None,
+    )
 
 
 def verified(secret: str, got: Any) -> dict[str, Any]:
@@ -72,7 +85,7 @@ async def test_a_receiver_gets_a_verified_job_succeeded_with_the_job_as_the_api_
     assert payload["data"] == json.loads(json.dumps(job_view(job)))
     assert payload["timestamp"].endswith("Z")
     assert got.headers["webhook-id"].startswith("msg_")
-    [shown] = await store.list_deliveries(hook.id, "alice") or []
+    [shown] = await deliveries(store, hook.id, "alice")
     assert shown.status is DeliveryStatus.DELIVERED and shown.tries == 1
     assert shown.id == got.headers["webhook-id"] and shown.last_status == 204
 
@@ -86,7 +99,7 @@ async def test_a_500_is_retried_on_the_schedule_with_the_same_webhook_id(
     sender = delivery(store, clock)
     try:
         assert await sender.run_pass() == 1
-        [pending] = await store.list_deliveries(hook.id, "alice") or []
+        [pending] = await deliveries(store, hook.id, "alice")
         assert pending.status is DeliveryStatus.PENDING and pending.last_status == 500
         assert pending.next_at == clock.now() + dt.timedelta(seconds=SCHEDULE[0])
         assert await sender.run_pass() == 0  # not due before the first step of the schedule
@@ -97,7 +110,7 @@ async def test_a_500_is_retried_on_the_schedule_with_the_same_webhook_id(
     first, second = receiver.got
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
     assert verified(hook.secret, second)["type"] == "job.succeeded"
-    [done] = await store.list_deliveries(hook.id, "alice") or []
+    [done] = await deliveries(store, hook.id, "alice")
     assert done.status is DeliveryStatus.DELIVERED and done.tries == 2
 
 
@@ -118,7 +131,7 @@ async def test_a_410_disables_the_endpoint(
     finally:
         await sender.stopped()
     assert len(receiver.got) == 1
-    [failed] = await store.list_deliveries(hook.id, "alice") or []
+    [failed] = await deliveries(store, hook.id, "alice")
     assert failed.status is DeliveryStatus.FAILED and failed.last_status == 410
 
 
@@ -137,7 +150,7 @@ async def test_a_delivery_fails_once_the_schedule_runs_out(
     finally:
         await sender.stopped()
     assert len(receiver.got) == len(SCHEDULE) + 1
-    [failed] = await store.list_deliveries(hook.id, "alice") or []
+    [failed] = await deliveries(store, hook.id, "alice")
     assert failed.status is DeliveryStatus.FAILED and failed.tries == len(SCHEDULE) + 1
 
 
@@ -157,7 +170,7 @@ async def test_during_a_rotation_both_secrets_verify_and_a_redirect_is_not_follo
     [got] = receiver.got  # the redirect's target was never asked
     assert len(got.headers["webhook-signature"].split(" ")) == 2
     assert verified(hook.secret, got) == verified(rotated.secret, got)
-    [pending] = await store.list_deliveries(hook.id, "alice") or []
+    [pending] = await deliveries(store, hook.id, "alice")
     assert pending.status is DeliveryStatus.PENDING and pending.last_status == 302
 
 
@@ -172,9 +185,62 @@ async def test_a_destination_no_longer_allowed_is_not_called(
     finally:
         await sender.stopped()
     assert receiver.got == []
-    [pending] = await store.list_deliveries(hook.id, "alice") or []
+    [pending] = await deliveries(store, hook.id, "alice")
     assert pending.status is DeliveryStatus.PENDING and pending.last_status is None
     assert pending.last_error is not None and "loopback" in pending.last_error
+
+
+async def test_metrics_count_tries_and_give_ups_and_show_the_backlog(
+    store: SqlJobStore, clock: ManualClock, receiver: Any, make_job: Any
+) -> None:
+    metrics = Metrics()
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    await metrics.refresh(store)
+    assert value("onejob_webhook_deliveries_pending") == 0
+    assert value("onejob_webhook_oldest_pending_seconds") == 0
+    assert value("onejob_webhooks_disabled") == 0
+    retried = await store.create_webhook("alice", receiver.url, ["job.succeeded"], all_owners=False)
+    await succeeded(store, make_job, "one")
+    receiver.answers[:] = [500]
+    sender = delivery(store, clock, metrics=metrics)
+    refused = delivery(store, clock, WebhooksConfig(retry_schedule=(60.0,)), metrics=metrics)
+    try:
+        assert await sender.run_pass() == 1
+        assert value("onejob_webhook_tries_total", outcome="status") == 1
+        await metrics.refresh(store)
+        assert value("onejob_webhook_deliveries_pending") == 1
+        assert (value("onejob_webhook_oldest_pending_seconds") or 0) >= 0
+        clock.advance(61)
+        # Loopback, no longer allowed: not called; the last try of a one-step schedule.
+        assert await refused.run_pass() == 1
+        assert value("onejob_webhook_tries_total", outcome="refused") == 1
+        assert value("onejob_webhook_deliveries_failed_total", reason="schedule") == 1
+        redone = await deliveries(store, retried.id, "alice")
+        await store.redeliver(retried.id, redone[0].id, "alice")
+        receiver.answers[:] = [410]
+        assert await sender.run_pass() == 1
+        assert value("onejob_webhook_deliveries_failed_total", reason="gone") == 1
+        assert value("onejob_webhooks_disabled_by_410_total") == 1
+        other = await store.create_webhook(
+            "alice", receiver.url, ["job.succeeded"], all_owners=False
+        )
+        await succeeded(store, make_job, "two")
+        assert await sender.run_pass() == 1
+        assert value("onejob_webhook_tries_total", outcome="delivered") == 1
+        await store.add_delivery(other.id, NewDelivery(None, "webhook.test", None, {}))
+        clock.advance(30)
+    finally:
+        await sender.stopped()
+        await refused.stopped()
+    await metrics.refresh(store)
+    assert value("onejob_webhook_deliveries_pending") == 1
+    assert value("onejob_webhooks_disabled") == 1
+    assert value("onejob_webhook_tries_total", outcome="no_answer") is None
+    body, _ = metrics.render()
+    assert b"onejob_webhook_oldest_pending_seconds" in body
 
 
 @contextlib.contextmanager
@@ -217,7 +283,7 @@ async def test_a_pass_reads_each_job_once_whatever_the_subscriptions_and_events(
     assert len([s for s in ran if "FROM attempts" in s]) == 1
     assert len([s for s in ran if s.startswith("SELECT") and "FROM jobs" in s]) == 1
     for hook in hooks:
-        listed = await store.list_deliveries(hook.id, "ops") or []
+        listed = await deliveries(store, hook.id, "ops")
         assert sorted(d.job_id or "" for d in listed) == sorted([*ended, created.job.id])
         [data] = {json.dumps(d.payload["data"]) for d in listed if d.job_id == created.job.id}
         assert json.loads(data)["status"] == "succeeded"
