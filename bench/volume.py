@@ -152,17 +152,18 @@ def pruning(url: str, older_than: str, log: Path) -> Iterator[dict[str, Any]]:
             waiter.join()
 
 
-def older_than_for(total: int, prune: int, ends: dt.datetime) -> str:
-    """The window (whole hours) past which ``onejob jobs prune`` finds the oldest ``prune``
-    of ``total`` jobs, the newest of which was created at ``ends``."""
-    span = volume_fill.SPAN * (1 - prune / total)
-    since = dt.datetime.now(dt.UTC).replace(tzinfo=None) - ends
-    return f"{int((span + since).total_seconds() // 3600)}h"
+def older_than_for(url: str, prune: int) -> str:
+    """The window (whole hours, rounded down) past which ``onejob jobs prune`` finds at
+    least the oldest ``prune`` jobs of the database."""
+    at = volume_fill.psql(
+        libpq(url),
+        f"SELECT extract(epoch FROM now()::timestamp - created_at) FROM jobs ORDER BY id"
+        f" OFFSET {prune} LIMIT 1",
+    )
+    return f"{int(float(at) // 3600)}h"
 
 
-async def prune_under_load(
-    url: str, args: argparse.Namespace, total: int, ends: dt.datetime
-) -> dict[str, Any]:
+async def prune_under_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
     """Drive sync jobs through a gateway, without prune, with it, and without it again."""
     async with contextlib.AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="volume-")))
@@ -192,7 +193,7 @@ async def prune_under_load(
         window("warm")
         before = [window(f"before{n}") for n in range(2)]
         stats_before, lsn_before = table_stats(url), wal_lsn(url)
-        older_than = older_than_for(total, args.prune, ends)
+        older_than = older_than_for(url, args.prune)
         say(f"pruning jobs older than {older_than} under load")
         during: list[dict[str, Any]] = []
         with pruning(url, older_than, work / "prune.log") as prune:
@@ -219,6 +220,9 @@ async def prune_under_load(
 
 async def run(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """Migrate, then fill and measure each size in turn; prune under load at the end."""
+    if args.prune_only:
+        url = asyncpg_url(admin.rsplit("/", 1)[0] + f"/{DATABASE}")
+        return {"commit": commit(), "retention": await prune_under_load(url, args)}
     volume_fill.psql(admin, f"DROP DATABASE IF EXISTS {DATABASE}")
     volume_fill.psql(admin, f"CREATE DATABASE {DATABASE}")
     url = asyncpg_url(admin.rsplit("/", 1)[0] + f"/{DATABASE}")
@@ -257,22 +261,15 @@ async def run(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     differ = [p["path"] for p in report["plans"].values() if not p["same"]]
     say(f"plans that differ between sizes: {differ or 'none'}")
     if args.prune:
-        report["retention"] = await prune_under_load(url, args, total, ends)
+        report["retention"] = await prune_under_load(url, args)
     return report
 
 
 def summary(report: dict[str, Any]) -> str:
     """The table: each path's p50 / p99 at each size; then retention under load."""
-    sizes = [s["jobs"] for s in report["sizes"]]
-    lines = [f"{report['commit']}: hot paths, p50 / p99 ms over {report['calls']} calls"]
-    lines.append("path".ljust(24) + "".join(f"{n:>22,}" for n in sizes))
-    for name in PATHS:
-        cells = [s["paths"][name] for s in report["sizes"]]
-        lines.append(
-            name.ljust(24) + "".join(f"{c['p50_ms']:>12} / {c['p99_ms']:<7}" for c in cells)
-        )
-    differ = sorted({p["path"] for p in report["plans"].values() if not p["same"]})
-    lines.append(f"plans differing between sizes: {', '.join(differ) or 'none'}")
+    lines = [f"{report['commit']}"]
+    if "sizes" in report:
+        lines += sized(report)
     if "retention" in report:
         r = report["retention"]
         lines.append(
@@ -281,6 +278,21 @@ def summary(report: dict[str, Any]) -> str:
             f" without, worst window {r['p99_during_worst_ms']} ms during"
         )
     return "\n".join(lines)
+
+
+def sized(report: dict[str, Any]) -> list[str]:
+    """Each path's p50 / p99 at each size, and the paths whose plans differ."""
+    sizes = [s["jobs"] for s in report["sizes"]]
+    lines = [f"hot paths, p50 / p99 ms over {report['calls']} calls"]
+    lines.append("path".ljust(24) + "".join(f"{n:>22,}" for n in sizes))
+    for name in PATHS:
+        cells = [s["paths"][name] for s in report["sizes"]]
+        lines.append(
+            name.ljust(24) + "".join(f"{c['p50_ms']:>12} / {c['p99_ms']:<7}" for c in cells)
+        )
+    differ = sorted({p["path"] for p in report["plans"].values() if not p["same"]})
+    lines.append(f"plans differing between sizes: {', '.join(differ) or 'none'}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", default="volume", help="the own cluster's name")
     parser.add_argument("--database-url", help="a libpq admin URL of a server to use instead")
     parser.add_argument("--keep", action="store_true", help="keep the cluster at the end")
+    parser.add_argument(
+        "--prune-only",
+        action="store_true",
+        help="with --database-url: only the prune under load, on the database a --keep left",
+    )
     parser.add_argument("--out", default=str(ROOT / "reports/out/volume.json"))
     args = parser.parse_args(argv)
     # Stopped (SIGTERM), it still drops its cluster: the blocks below unwind.
@@ -308,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             volume_fill.own_cluster(args.cluster, args.port, args.keep)
         )
         report = asyncio.run(run(args, admin))
-        if args.database_url and not args.keep:
+        if args.database_url and not (args.keep or args.prune_only):
             volume_fill.psql(admin, f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
     report["disk"] = disk
     print(summary(report))
