@@ -34,7 +34,8 @@ from gateway.notify import ChangeHub
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import pg_bare, sqlite_bare
 from gateway.store.engine import by_deadline, track_backends
-from gateway.store.pg_connections import PostgresConnector, ReadinessProbe
+from gateway.store.failures import NoAnswer
+from gateway.store.pg_connections import PostgresConnector, ReadinessProbe, terminate
 from gateway.store.pg_wakeups import Wakeups
 from gateway.store.rows import Codec, naive_utc
 from gateway.store.tables import QUEUE_INDEX, attempts, jobs
@@ -102,7 +103,7 @@ class Database:
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[WriteTx]:
         """Run one write transaction; publish its changes after it commits."""
-        async with self.write_lock(), self.engine.begin() as conn:
+        async with self.write_lock(), self.bounded(self.engine.begin()) as conn:
             tx = WriteTx(conn, self)
             yield tx
         self.committed({job_id: tx.records.get(job_id) for job_id in tx.jobs}, tx.attempt_created)
@@ -126,7 +127,7 @@ class Database:
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """Run a read-only transaction (SQLite: ``BEGIN DEFERRED``, no write lock)."""
-        async with self.engine.connect() as conn:
+        async with self.bounded(self.engine.connect()) as conn:
             conn = await conn.execution_options(onejob_readonly=True)
             async with conn.begin():
                 yield conn
@@ -134,11 +135,18 @@ class Database:
     @contextlib.asynccontextmanager
     async def read_once(self) -> AsyncIterator[AsyncConnection]:
         """Run one single-statement read outside a transaction (no BEGIN, no COMMIT)."""
-        async with self.engine.connect() as conn:
+        async with self.bounded(self.engine.connect()) as conn:
             yield await conn.execution_options(**self._autocommit)
 
     #: The execution options of a statement outside a transaction.
     _autocommit: Mapping[str, Any] = {}
+
+    def bounded(
+        self, opening: contextlib.AbstractAsyncContextManager[AsyncConnection]
+    ) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        """Return ``opening`` (a connection, or one in a transaction) under this database's
+        deadline for a whole transaction: none here (SQLite waits for its write lock)."""
+        return opening
 
     def committed(self, jobs: Mapping[str, JobRecord | None], attempt_created: bool) -> None:
         """Publish a commit's changes to this process's waiters (with the job as
@@ -220,6 +228,45 @@ class Postgres(Database):
     def for_update(self, query: sa.Select[Any]) -> sa.Select[Any]:
         return query.with_for_update()
 
+    @contextlib.asynccontextmanager
+    async def bounded(
+        self,
+        opening: contextlib.AbstractAsyncContextManager[AsyncConnection],
+        deadline: float | None = None,
+    ) -> AsyncIterator[AsyncConnection]:
+        """Yield ``opening``'s connection; all of it (the checkout, every statement, the
+        commit) within the statement deadline, ``timeout`` seconds from now, or by
+        ``deadline`` (the loop's time).
+
+        Each statement also has ``timeout`` of its own (asyncpg's ``command_timeout``),
+        which knows nothing of the round trips before it: with 2 s added between gateway
+        and database, a read (checkout, BEGIN, two SELECTs, COMMIT) took 8 s, each part
+        within 5 s. Past the deadline the task is cancelled where it waits: a checkout
+        not done is ``NotSent`` (``engine.by_deadline``); a statement or a commit on the
+        wire is cut with its connection (``engine.bound_waits``); a wait between
+        statements terminates the connection before the rollback would wait on it. Both
+        raise ``NoAnswer``: it may have committed.
+        """
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.config.timeout
+        driver: Any = None
+        try:
+            async with asyncio.timeout(None) as scope, contextlib.AsyncExitStack() as stack:
+                conn = await by_deadline(deadline, stack.enter_async_context(opening))
+                driver = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+                scope.reschedule(deadline)
+                try:
+                    yield conn
+                except BaseException:
+                    if scope.expired():
+                        terminate(driver)  # the rollback then finds it closed, at once
+                    raise
+        except TimeoutError as exc:
+            if scope.expired():
+                raise NoAnswer("the database did not answer within the deadline") from exc
+            raise
+
     def skip_locked(self, query: sa.Select[Any], of: Sequence[sa.Table]) -> sa.Select[Any]:
         return query.with_for_update(skip_locked=True, of=list(of))
 
@@ -250,14 +297,16 @@ class Postgres(Database):
         if self.shortcuts.bare_connections:
             async with pg_bare.checkout(self.engine, sql, self.kept, deadline) as driver:
                 left = max(deadline - loop.time(), MIN_STATEMENT_TIME)
-                return list(await pg_bare.fetch(driver, sql, tuple(params), meanwhile, left))
-        # The connection's own deadline (``command_timeout``) bounds the statement:
-        # cancelling one SQLAlchemy is running would leave its connection for the pool
-        # to untangle, so ``timeout`` bounds the checkout here, and the statement only
-        # on the bare path.
-        async with contextlib.AsyncExitStack() as stack:
-            opening = stack.enter_async_context(self.engine.connect())
-            conn = await by_deadline(deadline, opening)
+                # asyncpg gives a statement it must prepare, and then a type it must
+                # look up, ``left`` each: with 2 s of latency a creation given 3.6 s
+                # took 4 s. The loop's timer cuts it at the deadline (``pg_bare``
+                # terminates the connection).
+                async with asyncio.timeout_at(loop.time() + left):
+                    return list(await pg_bare.fetch(driver, sql, tuple(params), meanwhile, left))
+        # The checkout and the statement together within ``timeout`` (``bounded``): the
+        # connection's own ``command_timeout`` would give the statement all of it again
+        # after a checkout that took most of it (6.1 s for a 5 s deadline, 2 s of latency).
+        async with self.bounded(self.engine.connect(), deadline) as conn:
             if meanwhile is not None:
                 loop.call_soon(meanwhile)
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")

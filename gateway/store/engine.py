@@ -104,6 +104,7 @@ def make_engine(
             kwargs.setdefault("async_creator", connector.connect)
         engine = create_async_engine(url, **kwargs)
         bound_waits(engine)
+        close_without_goodbye(engine)
         _ping_when_idle(engine, min(config.timeout, PING_TIMEOUT))
         return engine
 
@@ -257,19 +258,42 @@ def bound_waits(engine: AsyncEngine) -> None:
 
     asyncpg raises ``TimeoutError`` when a statement outlives its ``command_timeout``
     and then sends a cancel request over a new connection, which a partition holds too;
-    a connection that raised ``OSError`` lost its socket. Neither may go back to the
-    pool: the connection is terminated here (no graceful goodbye that would wait on a
-    silent server) and SQLAlchemy invalidates it as a disconnect.
+    a connection that raised ``OSError`` lost its socket; a statement cancelled while
+    out (a transaction's deadline, ``Postgres.bounded``) left its answer on the wire.
+    None may go back to the pool: the connection is terminated here (no graceful goodbye
+    that would wait on a silent or slow server) and SQLAlchemy invalidates it as a
+    disconnect.
     """
 
     @event.listens_for(engine.sync_engine, "handle_error")
     def _on_error(context: Any) -> None:
-        if not isinstance(context.original_exception, OSError):  # TimeoutError included
+        error = context.original_exception
+        if not isinstance(error, OSError | asyncio.CancelledError):  # TimeoutError included
             return
         context.is_disconnect = True
         connection = context.connection
         fairy = getattr(connection, "connection", None) if connection is not None else None
         terminate(getattr(fairy, "driver_connection", None))
+
+
+def close_without_goodbye(engine: AsyncEngine) -> None:
+    """Drop a PostgreSQL connection the pool closes at once, without awaiting the server.
+
+    The pool closes a connection given back beyond its size (an overflow one), one it
+    invalidates, and all of them on ``dispose``. asyncpg's graceful close sends its
+    goodbye and then waits for the server to hang up, up to the statement deadline: a
+    round trip on a slow network (2 s of latency: 2 s), the whole deadline on a silent
+    one, and a request whose statement had answered waited that long in its checkin
+    before its own answer (a creation answered 2.1 s after it came, its deadline 1 s:
+    ``tests/integration/http/test_database_silence.py``). Terminated first (the
+    pool's ``close`` event comes before the driver's close), the socket is closed at
+    once; the server ends an idle session at the end of its input as it would at the
+    goodbye (an open transaction is rolled back either way).
+    """
+
+    @event.listens_for(engine.sync_engine, "close")
+    def _on_close(dbapi_connection: Any, _record: Any) -> None:
+        terminate(getattr(dbapi_connection, "driver_connection", None))
 
 
 def _ping_when_idle(engine: AsyncEngine, timeout: float) -> None:
