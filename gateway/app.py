@@ -16,7 +16,7 @@ from typing import Any
 from litestar import Litestar
 from litestar.openapi.config import OpenAPIConfig
 
-from gateway.bootstrap import ServiceFactory, default_background, running
+from gateway.bootstrap import ServiceFactory, build_tracing, default_background, running
 from gateway.domain.ports import Certifications, ContractSpec, JobStore
 from gateway.http.console import console_router, home
 from gateway.http.direct import direct_create_route
@@ -60,6 +60,7 @@ def create_app(
     ``default_background(settings, metrics)``, ``[]`` runs none.
     """
     the_hub = hub or ChangeHub()
+    tracing = build_tracing(settings.telemetry)
     the_metrics = metrics or Metrics()
     factories = list(
         default_background(settings, the_metrics) if background is None else background
@@ -76,6 +77,7 @@ def create_app(
                 store=store,
                 catalog=catalog,
                 certifications=certifications,
+                tracing=tracing,
             ) as runtime:
                 app.state.service = runtime.service
                 describe_deployment(
@@ -86,6 +88,7 @@ def create_app(
                 )
                 yield
         finally:
+            tracing.shutdown()  # the spans still batched are exported
             the_metrics.process_ended()  # with several workers: its live gauges leave the sum
 
     app = Litestar(
@@ -123,7 +126,8 @@ def create_app(
     handler = app.asgi_handler
     if settings.shortcuts.direct_route:
         handler = direct_create_route(app, handler, handle_exception)
-    app.asgi_handler = access_log_middleware(raw_path_guard(handler))
+    # Outermost: every request's SERVER span, on both paths (tracing off: no wrapper).
+    app.asgi_handler = tracing.asgi(access_log_middleware(raw_path_guard(handler)))
     return app
 
 

@@ -29,6 +29,7 @@ from gateway.periodic import Periodic
 from gateway.service.admission import QueueAdmission
 from gateway.settings import Settings
 from gateway.store.pg_connections import PostgresConnector
+from gateway.tracing import NO_TRACING, Tracing
 from providers.client import provider_client
 from providers.factory import build_provider
 
@@ -82,8 +83,10 @@ class DispatcherService:
         transport: httpx.AsyncBaseTransport | None = None,
         capacity: Capacity | None = None,
         beside: Beside | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.settings = settings
+        self._tracing = tracing
         self._store = store
         self._hub = hub
         self._catalog = catalog
@@ -119,6 +122,7 @@ class DispatcherService:
             clock=self._clock,
             worker_id=self._worker_id,
             capacity=self.capacity,
+            tracing=self._tracing,
         )
         self.sharing = CapacitySync(
             self.capacity,

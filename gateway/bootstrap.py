@@ -57,6 +57,7 @@ from gateway.settings import Settings
 from gateway.shadow import ShadowChecker
 from gateway.store import SqlJobStore, open_store, upgrade_database
 from gateway.store.pg_connections import PostgresConnector
+from gateway.tracing import NO_TRACING, TelemetryConfig, Tracing
 from gateway.webhooks.delivery import WebhookDelivery
 
 log = logging.getLogger("onejob.runtime")
@@ -81,6 +82,8 @@ class Opened:
     #: keeps none) and the store's shadow checks (None: it cannot keep them).
     suspensions: FailoverSuspensions | None
     shadows: ShadowStore | None
+    #: Spans: OpenTelemetry's when ``[telemetry]`` enables them, else the null tracer.
+    tracing: Tracing
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -167,6 +170,16 @@ def postgres_relay(runtime: Runtime) -> BackgroundService:
     return PostgresRelay(connector, runtime.hub, runtime.metrics)
 
 
+def build_tracing(config: TelemetryConfig) -> Tracing:
+    """Return the tracer ``[telemetry]`` asks for: OpenTelemetry's when enabled (the
+    ``otel`` extra must be installed), else the null one, which imports nothing of it."""
+    if not config.enabled:
+        return NO_TRACING
+    from gateway.tracing_otel import OtelTracing  # only now: off imports nothing of it
+
+    return OtelTracing(config)
+
+
 def build_reconciler(
     settings: Settings,
     *,
@@ -176,6 +189,7 @@ def build_reconciler(
     routes: Routes,
     metrics: Metrics,
     clock: Clock | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> Reconciler:
     """Build a reconciler over the adapters that can be asked (configured to reconcile,
     and ``Reconcilable``: decided here, not by the reconciler); it fails over through the
@@ -195,6 +209,7 @@ def build_reconciler(
         settings=settings,
         metrics=metrics,
         clock=clock,
+        tracing=tracing,
     )
 
 
@@ -208,6 +223,7 @@ def build_shadow_checker(
     routes: Routes,
     metrics: Metrics,
     clock: Clock | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> ShadowChecker | None:
     """Build the shadow checks (issue 38) over the adapters; None when the store cannot
     keep them or the registry cannot suspend (the composition root says which can)."""
@@ -223,6 +239,7 @@ def build_shadow_checker(
         settings=settings,
         metrics=metrics.certification,
         clock=clock,
+        tracing=tracing,
     )
 
 
@@ -247,6 +264,7 @@ class DispatcherFactory:
             clock=self.clock,
             capacity=opened.capacity,
             beside=beside_the_dispatcher(opened, self.metrics, self.clock),
+            tracing=opened.tracing,
         )
 
     def __call__(self, runtime: Runtime) -> DispatcherService:
@@ -275,6 +293,7 @@ def beside_the_dispatcher(opened: Opened, metrics: Metrics, clock: Clock | None)
                 routes=opened.routes,
                 metrics=metrics,
                 clock=clock,
+                tracing=opened.tracing,
             )
             if reconciler.active:  # off when no provider reconciles
                 services.append(reconciler)
@@ -287,6 +306,7 @@ def beside_the_dispatcher(opened: Opened, metrics: Metrics, clock: Clock | None)
             routes=opened.routes,
             metrics=metrics,
             clock=clock,
+            tracing=opened.tracing,
         )
         if shadow is not None and shadow.active:  # off unless [shadow] sample_rate > 0
             services.append(shadow)
@@ -377,12 +397,17 @@ async def running(
     store: JobStore | None = None,
     catalog: Mapping[str, ContractSpec] | None = None,
     certifications: Certifications | None = None,
+    tracing: Tracing | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the store, build the service and start the background services; undo on exit.
 
     The one composition path: ``create_app``'s lifespan (``onejob serve``) and
-    ``onejob worker`` both run inside it. An injected ``store`` is used as is, not closed.
+    ``onejob worker`` both run inside it. An injected ``store`` is used as is, not closed;
+    so is an injected ``tracing`` (``create_app`` builds it, to wrap the app in it),
+    otherwise it is built from ``[telemetry]`` and shut down (its spans exported) on exit.
     """
+    own_tracing = tracing is None
+    the_tracing = build_tracing(settings.telemetry) if tracing is None else tracing
     own_store = store is None
     the_store = await open_store_for(settings, hub=hub) if store is None else store
     the_catalog = load_contracts() if catalog is None else catalog
@@ -402,6 +427,7 @@ async def running(
         routes=routes,
         suspensions=suspensions,
         shadows=shadows,
+        tracing=the_tracing,
     )
     # The dispatcher before the service: the service runs new jobs' first attempts on it.
     dispatching = next((f for f in factories if isinstance(f, DispatcherFactory)), None)
@@ -419,6 +445,7 @@ async def running(
         suspensions=suspensions,
         shadows=shadows,
         local_runner=local,
+        tracing=the_tracing,
     )
     runtime = Runtime(
         **{f.name: getattr(opened, f.name) for f in dataclasses.fields(opened)}, service=service
@@ -443,6 +470,8 @@ async def running(
                     log.exception("background service failed to stop: %r", svc)
             if own_store:
                 await the_store.close()
+            if own_tracing:
+                the_tracing.shutdown()
 
 
 @contextlib.asynccontextmanager

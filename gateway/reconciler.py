@@ -37,9 +37,10 @@ from gateway.dispatch.routing import Routes, record_skipped
 from gateway.domain.clock import SystemClock, aware
 from gateway.domain.ports import Clock, ContractSpec, JobStore, Reconcilable
 from gateway.domain.records import AttemptRecord, TransitionOutcome, TransitionResult
-from gateway.domain.states import AttemptState
+from gateway.domain.states import AttemptState, JobStatus
 from gateway.metrics import Metrics, ReconcileOutcome
 from gateway.settings import Settings
+from gateway.tracing import NO_TRACING, Tracing
 from providers.base import ProviderError
 from providers.lookup import StoredAnswer
 
@@ -82,6 +83,10 @@ def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: A job's statuses after which its span is emitted (``Tracing.job_settled``).
+_SETTLED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
 class Reconciler:
     """Ask reconcilable providers about ``unknown`` attempts: one pass, or periodically."""
 
@@ -95,8 +100,10 @@ class Reconciler:
         settings: Settings,
         metrics: Metrics,
         clock: Clock | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
+        self.tracing = tracing
         self.catalog = catalog
         self.routes = routes
         self.config = settings.reconciler
@@ -146,7 +153,29 @@ class Reconciler:
         return PassSummary(tuple(checks))
 
     async def check(self, attempt: AttemptRecord) -> Check:
-        """Ask the attempt's provider, then decide or record the finding."""
+        """Ask the attempt's provider, then decide or record the finding (traced: a child
+        of the job's span, in the caller's trace)."""
+        if not self.tracing.enabled:
+            return await self._check(attempt)
+        job = await self.store.get_job(attempt.job_id)
+        if job is None:
+            return await self._check(attempt)
+        with self.tracing.job_step(
+            job,
+            "onejob.reconcile",
+            **{"attempt.id": attempt.id, "attempt.number": attempt.number},
+            provider=attempt.provider,
+        ):
+            check = await self._check(attempt)
+            self.tracing.note(**{"reconcile.outcome": check.outcome.value})
+        if check.outcome is ReconcileOutcome.ALREADY_RESOLVED:
+            return check
+        settled = await self.store.get_job(attempt.job_id)
+        if settled is not None and settled.status in _SETTLED:
+            self.tracing.job_settled(settled, decided_by="reconciler")
+        return check
+
+    async def _check(self, attempt: AttemptRecord) -> Check:
         looked_up_at = self.clock.now()
         base: dict[str, Any] = {
             "last_checked_at": _iso(looked_up_at),

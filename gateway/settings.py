@@ -15,8 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.certification_config import CertificationConfig
 from gateway.database_url import DatabaseKind, PostgresUrl, check_database_url
 from gateway.database_url import database_on_this_host as database_on_this_host
+from gateway.tracing import TelemetryConfig
 from gateway.webhooks.config import WebhooksConfig
 from providers.config import ProviderConfig
 
@@ -154,25 +156,6 @@ class ShadowConfig(BaseModel):
     window: int = Field(default=200, ge=1)  # the pair's newest judged checks the rate is over
 
 
-class CertificationConfig(BaseModel):
-    """The re-certification pass of ``onejob worker`` (``onejob certify --due`` for cron)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    recertify: bool = True  #: ``onejob worker`` re-certifies certificates about to expire
-    within_days: float = Field(default=7.0, ge=0)  # days before expiry a certificate is due
-    interval: float = Field(default=3600.0, gt=0)  # seconds between passes
-    validity_days: float = Field(default=30.0, gt=0)  # days a new certificate stays valid
-    repeats: int = Field(default=3, ge=1, le=20)  # k of pass^k
-    report_dir: str = "reports/out"  #: where a pass writes its reports
-    #: Production inputs each fallback the pass certifies is judged on (``certify
-    #: --production N``, issue 48); 0 turns it off: each is a paid call on a customer's input.
-    production: int = Field(default=0, ge=0, le=10_000)
-    #: The contracts that opt in: their customers' inputs may go to a fallback that is not
-    #: yet certified for them (``--production`` draws nothing for any other contract).
-    production_contracts: tuple[str, ...] = ()
-
-
 class DatabaseConfig(BaseModel):
     """How the gateway waits on its database (every wait has a deadline: past one, 503 and
     the connection discarded; keepalives notice a silent peer in seconds) and what stands
@@ -303,6 +286,13 @@ class Settings(BaseModel):
     #: ``ONEJOB_SHORTCUTS=off`` turns every one off, over the file's ``[shortcuts]``.
     shortcuts: ShortcutsConfig = Field(default_factory=ShortcutsConfig.from_env)
     simulator: SimulatorConfig = SimulatorConfig()
+    #: OpenTelemetry tracing; ``ONEJOB_TELEMETRY`` and the GenAI capture variable override it.
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig.from_env)
+
+    @field_validator("telemetry")
+    @classmethod
+    def _telemetry_env(cls, config: TelemetryConfig) -> TelemetryConfig:
+        return config.with_env()
 
     @field_validator("database_url")
     @classmethod

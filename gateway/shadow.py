@@ -51,6 +51,7 @@ from gateway.domain.ports import (
 from gateway.domain.shadow import HOUR, CallBudget, judge, sampled, value_hash
 from gateway.domain.shadow_records import ShadowCandidate, ShadowOutcome, ShadowTally
 from gateway.settings import Settings, ShadowConfig
+from gateway.tracing import NO_TRACING, Tracing
 from providers.config import ProviderConfig
 
 log = logging.getLogger("onejob.shadow")
@@ -119,8 +120,10 @@ class ShadowChecker:
         metrics: CertificationMetrics,
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
+        self.tracing = tracing
         self.providers = providers
         self.provider_configs = provider_configs
         self.catalog = catalog
@@ -223,8 +226,19 @@ class ShadowChecker:
             return ShadowOutcome.ERROR, {"fields": [], "error": f"render: {type(exc).__name__}"}
         self.budget.took()
         self.metrics.shadow_calls.labels(cfg.name).inc()
-        with logged_as(ids):
-            called = await call_provider(provider, request, cfg.timeout)
+        with (
+            logged_as(ids),
+            self.tracing.run("onejob.shadow_check", shadow=True, **{"job.id": candidate.job_id}),
+        ):
+            span = self.tracing.provider_call(
+                cfg.protocol,
+                request,
+                shadow=True,
+                provider=cfg.name,
+                **{"job.id": candidate.job_id},
+            )
+            called = await call_provider(provider, span.outgoing(request, None, None), cfg.timeout)
+            span.ended(called.result, called.error, unknown=not called.definite)
         if called.result is None:
             reason = (called.error or {}).get("reason", "error")
             return ShadowOutcome.ERROR, {"fields": [], "error": str(reason)}

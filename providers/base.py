@@ -52,6 +52,9 @@ class ProviderRequest:
     max_output_tokens: int = 1024
     timeout: float = 30.0  # seconds, for the whole call
     idempotency_key: str | None = None  #: downstream key ``<job id>/<attempt number>``
+    #: The W3C trace context the call is part of, sent as ``traceparent``/``tracestate``.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -302,6 +302,10 @@ class JsonHttpAdapter:
         headers = {"content-type": "application/json", **self.config.extra_headers}
         if request.idempotency_key:
             headers["idempotency-key"] = request.idempotency_key
+        if request.traceparent:
+            headers["traceparent"] = request.traceparent
+            if request.tracestate:
+                headers["tracestate"] = request.tracestate
         return headers
 
     async def call(self, request: ProviderRequest) -> ProviderResult:

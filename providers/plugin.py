@@ -60,3 +60,6 @@ class ProtocolPlugin:
     #: ``tiktoken``, OpenAI's public encoding for the model's name (bundled or cached);
     #: ``estimate``, the deliberately high byte count (``providers.tokenizers``).
     tokenizer: Literal["tiktoken", "estimate"] = "estimate"
+    #: ``gen_ai.provider.name`` of the GenAI semantic conventions for its calls' spans
+    #: (``gcp.gemini``); empty: the protocol's name.
+    genai_provider: str = ""

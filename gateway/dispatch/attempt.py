@@ -37,6 +37,7 @@ from gateway.domain.records import AttemptRecord, ClaimedAttempt, JobRecord
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
+from gateway.tracing import NO_TRACING, Tracing
 from providers.base import ProviderRequest
 from providers.config import ProviderConfig
 from providers.tokenizers import Tokenizer, tokenizer_for
@@ -67,8 +68,10 @@ class AttemptExecutor:
         stopping: asyncio.Event,
         capacity: Capacity,
         hub: ChangeHub,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
+        self.tracing = tracing
         self.providers = providers
         self.provider_configs = provider_configs
         self.catalog = catalog
@@ -90,6 +93,7 @@ class AttemptExecutor:
             capacity=capacity,
             clock=clock,
             hub=hub,
+            tracing=tracing,
         )
         self.hedging = Hedging(
             store=store,
@@ -112,7 +116,10 @@ class AttemptExecutor:
         self.metrics.attempts_in_flight.inc()
         attempt = claimed.attempt
         try:
-            with attempt_logged(attempt.job_id, attempt.id, attempt.provider):
+            with (
+                attempt_logged(attempt.job_id, attempt.id, attempt.provider),
+                self.tracing.attempt(claimed.job, attempt),
+            ):
                 return await self._run(claimed, began, prompt)
         finally:
             self.in_flight -= 1
@@ -211,7 +218,7 @@ class AttemptExecutor:
             renewal = LeaseRenewal(self.store, self.worker_id, self.config.lease_ttl, attempt)
             try:
                 return await self._call_and_decide(
-                    job, attempt, contract, provider, request, remaining, started, renewal
+                    job, attempt, contract, provider, request, remaining, started, renewal, cfg
                 )
             finally:
                 await renewal.stop()
@@ -288,6 +295,7 @@ class AttemptExecutor:
         remaining: float,
         started: float,
         renewal: LeaseRenewal,
+        cfg: ProviderConfig,
     ) -> JobRecord | None:
         answered = asyncio.Event()
         target = self.routes.hedge_target(job, attempt, contract)
@@ -296,9 +304,21 @@ class AttemptExecutor:
             if target is not None
             else None
         )
+        span = self.tracing.provider_call(
+            cfg.protocol,
+            request,
+            **{"job.id": job.id, "attempt.number": attempt.number, "provider": cfg.name},
+        )
+        outcome = None
         try:
-            outcome = await call_provider(provider, request, remaining)
+            sent = span.outgoing(request, job.traceparent, job.tracestate)
+            outcome = await call_provider(provider, sent, remaining)
         finally:
+            if outcome is None:
+                span.ended(None, {"reason": "cancelled"}, unknown=True)
+            else:
+                unknown = outcome.result is None and not outcome.definite
+                span.ended(outcome.result, outcome.error, unknown=unknown)
             renewal.call_returned()
             answered.set()
             if hedger is not None:

@@ -36,10 +36,11 @@ from gateway.domain.records import (
     TransitionOutcome,
     TransitionResult,
 )
-from gateway.domain.states import AttemptReason
+from gateway.domain.states import AttemptReason, JobStatus
 from gateway.metrics import AttemptOutcome, Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
+from gateway.tracing import NO_TRACING, Tracing
 from providers.base import ProviderResult
 from providers.config import ProviderConfig
 from providers.model_identity import model_matches
@@ -65,8 +66,10 @@ class Outcomes:
         capacity: Capacity,
         clock: Clock,
         hub: ChangeHub,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
+        self.tracing = tracing
         self.routes = routes
         self.provider_configs = provider_configs
         self.settings = settings
@@ -118,6 +121,12 @@ class Outcomes:
             wall_s=time.perf_counter() - started,
             provider_s=provider_s,
         )
+        if self.tracing.enabled:
+            self.tracing.note(
+                **{"cas.outcome": fin.outcome.value, "attempt.outcome": outcome.value}
+            )
+            if fin.outcome is FinalizeOutcome.WON and fin.job is not None:
+                self.tracing.job_settled(fin.job, decided_by=attempt.id)
         if fin.outcome is FinalizeOutcome.STALE:
             log.warning("attempt finished after it was moved (lease lost?); answer dropped")
         else:
@@ -196,7 +205,28 @@ class Outcomes:
         )
         if res.outcome is TransitionOutcome.DONE:  # this failure was recorded
             await record_skipped(self.store, job, attempt.id, skipped)
+        if self.tracing.enabled:
+            self._trace_failure(attempt, error, res)
         return res.job
+
+    def _trace_failure(
+        self, attempt: AttemptRecord, error: dict[str, Any], res: TransitionResult
+    ) -> None:
+        """Say on the attempt's span how it failed and what followed; a job that failed
+        for good gets its span."""
+        reason = error.get("reason")
+        added = res.added
+        self.tracing.note(
+            **{
+                "attempt.outcome": "failed",
+                "attempt.error": reason,
+                "transition": res.outcome.value,
+                "failover.to": added.provider if added is not None else None,
+                "failover.reason": (error.get("failover") or reason) if added else None,
+            }
+        )
+        if res.job is not None and res.job.status is JobStatus.FAILED:
+            self.tracing.job_settled(res.job, decided_by=attempt.id)
 
     async def unknown(
         self,
@@ -223,6 +253,11 @@ class Outcomes:
             wall_s=time.perf_counter() - started,
             provider_s=provider_s,
         )
+        if self.tracing.enabled:
+            self.tracing.note(
+                **{"attempt.outcome": "unknown", "attempt.error": error.get("reason")},
+                unknown=True,
+            )
         log.warning(
             "attempt outcome unknown; awaiting resolution",
             extra={

@@ -22,6 +22,7 @@ from gateway.domain.records import JobRecord
 from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.settings import Settings
+from gateway.tracing import NO_TRACING, Tracing
 from providers.config import ProviderConfig
 
 DEFAULT_DEADLINE = 30.0  # seconds, for a provider without configuration (never called)
@@ -44,6 +45,7 @@ class DispatcherState:
         clock: Clock | None = None,
         worker_id: str,
         capacity: Capacity | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -86,6 +88,7 @@ class DispatcherState:
             stopping=self._stopping,
             capacity=self.capacity,
             hub=hub,
+            tracing=tracing,
         )
 
     async def _rest(self, seconds: float) -> None:

@@ -165,7 +165,16 @@ async def create_job(request: Request[Any, Any, Any]) -> Response[Any]:
     try:
         key = parse_idempotency_key(request.headers.getall(HEADER.lower(), []))
         body = await read_body(request, CreateJobBody)
-        new = service.new_job(key, body.contract, body.input, body.provider, body.deadline_s)
+        sent = request.headers
+        new = service.new_job(
+            key,
+            body.contract,
+            body.input,
+            body.provider,
+            body.deadline_s,
+            traceparent=sent.getall("traceparent", ()),
+            tracestate=sent.getall("tracestate", ()),
+        )
     except Exception:
         await service.require_key(secret)  # a stranger gets 401, not this refusal
         raise

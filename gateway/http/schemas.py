@@ -50,6 +50,17 @@ class WaitingView(Strict):
     waits: int
 
 
+class TraceView(Strict):
+    """The W3C trace context a job was created in (docs/telemetry.md)."""
+
+    #: The ``traceparent`` its spans join: the creating request's span's with tracing on,
+    #: else the caller's.
+    traceparent: str
+    #: Its trace id (32 hex digits): what to search a tracing backend for.
+    trace_id: str
+    tracestate: str | None
+
+
 class JobView(Strict):
     """A job with its attempts (DESIGN §4)."""
 
@@ -71,6 +82,8 @@ class JobView(Strict):
     deadline_at: str | None
     #: Set while the job waits for its provider's capacity: why, and until when.
     waiting: WaitingView | None
+    #: The trace context it was created in (null: none was given and tracing was off).
+    trace: TraceView | None
     attempts: list[AttemptView]
 
 

@@ -98,8 +98,17 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "updated_at": timestamp(job.updated_at),
         "deadline_at": timestamp(job.deadline_at),
         "waiting": waiting_view(job),
+        "trace": trace_view(job),
         "attempts": [attempt_view(a) for a in job.attempts],
     }
+
+
+def trace_view(job: JobRecord) -> dict[str, Any] | None:
+    """The trace context a job keeps (None: none)."""
+    parent = job.traceparent
+    if parent is None:
+        return None
+    return {"traceparent": parent, "trace_id": parent[3:35], "tracestate": job.tracestate}
 
 
 def job_location(job_id: str) -> str:

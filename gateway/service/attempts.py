@@ -19,7 +19,7 @@ from gateway.domain.records import (
     TransitionOutcome,
     TransitionResult,
 )
-from gateway.domain.states import AttemptReason, AttemptState
+from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.errors import (
     BadRequest,
     FallbackNotCertified,
@@ -77,6 +77,8 @@ class Attempts(ServiceBase):
         result = await self.store.cancel(job_id, principal.owner_id)
         if result.outcome is TransitionOutcome.NOT_FOUND:
             raise NotFound(f"No job {job_id!r}.")
+        if result.outcome is TransitionOutcome.DONE and result.job is not None:
+            self.tracing.job_settled(result.job, decided_by="cancel")
         return result
 
     async def list_attempts(
@@ -134,6 +136,12 @@ class Attempts(ServiceBase):
             raise NotFound(f"No attempt {attempt_id!r}.")
         if res.outcome is TransitionOutcome.DONE:
             await record_skipped(self.store, job, attempt_id, skipped)
+            self.tracing.note(
+                **{"resolved.attempt": attempt_id, "resolved.to": target.value},
+                **{"failover.to": res.added.provider if res.added else None},
+            )
+            if res.job is not None and res.job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+                self.tracing.job_settled(res.job, decided_by="operator")
         return res
 
     def _check_result(self, job: JobRecord, result: Any) -> None:

@@ -29,6 +29,7 @@ from gateway.metrics import Metrics
 from gateway.notify import ChangeHub
 from gateway.service.admission import FairPlaces, QueueAdmission
 from gateway.settings import Settings
+from gateway.tracing import NO_TRACING, Tracing
 from providers.config import ProviderConfig
 
 #: What our ids look like (``job_01J...``); anything else is not found without a query.
@@ -68,6 +69,7 @@ class ServiceBase:
         suspensions: FailoverSuspensions | None = None,
         shadows: ShadowStore | None = None,
         local_runner: LocalRunner | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -92,6 +94,8 @@ class ServiceBase:
         #: the dispatcher, when one runs here and the shortcut is on (the composition
         #: root decides); None: every job queues for any runner.
         self._runner = local_runner
+        #: Spans (``gateway.tracing``): the null one unless ``[telemetry]`` enables them.
+        self.tracing = tracing
 
     async def get_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return the caller's job with its attempts."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.domain.fingerprint import UnfingerprintableInput, fingerprint
@@ -55,6 +56,9 @@ class Jobs(ServiceBase):
         input_: Any,
         requested: str | None = None,
         deadline_s: float | None = None,
+        *,
+        traceparent: Sequence[str] = (),
+        tracestate: Sequence[str] = (),
     ) -> NewJob:
         """Validate what a caller asks for; return it as a ``NewJob`` of no owner yet.
 
@@ -62,6 +66,9 @@ class Jobs(ServiceBase):
         calls this before the key is checked, so it must answer a refusal only once
         ``require_key`` has passed. ``deadline_s``: the client's own deadline for the job,
         at most the route's (``job_deadline_s``); not part of the fingerprint.
+        ``traceparent``/``tracestate``: the request's header lines; the job keeps their
+        context if valid (W3C Trace Context; a malformed one is ignored), or with tracing
+        on the request's span's, so its spans join the caller's trace.
         """
         contract = self._contract(name)
         primary = self._primary(name, requested)
@@ -73,6 +80,7 @@ class Jobs(ServiceBase):
             print_ = fingerprint(name, input_, requested)
         except UnfingerprintableInput as exc:
             raise InvalidInput(f"input cannot be canonicalized: {exc}") from exc
+        parent, state = self.tracing.job_context(traceparent, tracestate)
         return NewJob(
             owner_id=_OWNER_FROM_KEY,
             idempotency_key=idempotency_key,
@@ -82,6 +90,8 @@ class Jobs(ServiceBase):
             requested_provider=requested,
             input=input_,
             deadline_s=deadline,
+            traceparent=parent,
+            tracestate=state,
         )
 
     async def create_job_for_key(self, secret: str, new: NewJob) -> CreateResult:
@@ -97,6 +107,10 @@ class Jobs(ServiceBase):
             result = await self._create_when_full(secret, new)
         else:
             result = await self._create(new, secret)
+        self.tracing.note(
+            **{"job.id": result.job.id, "create.outcome": result.outcome.value},
+            replayed=result.outcome is CreateOutcome.REPLAYED,
+        )
         if result.outcome is CreateOutcome.CREATED:
             self.metrics.job_created()
         elif result.outcome is CreateOutcome.REPLAYED:
@@ -285,6 +299,8 @@ def queued_later(new: NewJob, delay: float) -> NewJob:
         new.input,
         new.deadline_s,
         delay,
+        new.traceparent,
+        new.tracestate,
     )
 
 

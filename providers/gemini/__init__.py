@@ -27,6 +27,7 @@ def placement_errors(body: dict[str, Any], req: ProviderRequest) -> list[str]:
 
 PLUGIN = ProtocolPlugin(
     name="gemini",
+    genai_provider="gcp.gemini",
     adapter=GeminiAdapter,
     adapter_version=ADAPTER_VERSION,
     placement_errors=placement_errors,

@@ -197,6 +197,7 @@ class SimulatorApp(SimulatorState):
             path=scope["path"],
             idempotency_key=header(scope, b"idempotency-key"),
             received_at=self._clock(),
+            traceparent=header(scope, b"traceparent"),
         )
         self.calls.append(record)
         try:

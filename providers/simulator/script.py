@@ -143,6 +143,8 @@ class CallRecord:
     finished_at: float | None = None  # unix seconds
     #: the id of the completion kept for a later lookup (OpenAI ``store: true``), if any
     stored_id: str | None = None
+    #: the W3C ``traceparent`` the call carried (the trace it is part of), if any
+    traceparent: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """Return the JSON form served by ``GET /_sim/calls``."""

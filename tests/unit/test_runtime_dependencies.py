@@ -25,16 +25,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("gateway", "providers", "contracts", "certify", "scenarios", "reports", "cli")
 #: Loaded by pytest alone (tests/contract_suite's conftest), never by a command.
 TEST_ONLY = {ROOT / "certify" / "pytest_plugin.py"}
+#: Imported only when an optional extra is installed and turned on: the module, its extra.
+OPTIONAL = {ROOT / "gateway" / "tracing_otel.py": "otel"}
 
 
 def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def runtime_closure() -> set[str]:
-    """Return the runtime dependencies and everything they require, installed here."""
+def runtime_closure(extra: str | None = None) -> set[str]:
+    """Return the runtime dependencies (with an ``extra``'s) and everything they require,
+    installed here."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = [Requirement(r) for r in project["dependencies"]]
+    if extra is not None:
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
     seen: set[str] = set()
     while wanted:
         req = wanted.pop()
@@ -50,12 +55,13 @@ def runtime_closure() -> set[str]:
     return seen
 
 
-def shipped_imports() -> dict[str, list[str]]:
-    """Return each top-level module the shipped code imports, with where."""
+def shipped_imports(only: Path | None = None) -> dict[str, list[str]]:
+    """Return each top-level module the shipped code imports, with where (``only``: one
+    optional module's; otherwise the optional modules are left out)."""
     found: dict[str, list[str]] = {}
     for package in SHIPPED:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path in TEST_ONLY:
+            if path in TEST_ONLY or (path != only if only else path in OPTIONAL):
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
@@ -70,12 +76,14 @@ def shipped_imports() -> dict[str, list[str]]:
     return found
 
 
-def test_the_shipped_packages_import_only_runtime_dependencies() -> None:
-    closure = runtime_closure()
+@pytest.mark.parametrize("optional", [None, *sorted(OPTIONAL)], ids=lambda p: str(p and p.name))
+def test_the_shipped_packages_import_only_runtime_dependencies(optional: Path | None) -> None:
+    """Each optional module may import its extra's dependencies too, and only it may."""
+    closure = runtime_closure(OPTIONAL[optional] if optional else None)
     owners = metadata.packages_distributions()
     ours = set(SHIPPED)
     outside = []
-    for module, places in shipped_imports().items():
+    for module, places in shipped_imports(optional).items():
         if module in ours or module in sys.stdlib_module_names or module == "__future__":
             continue
         dists = {normalized(d) for d in owners.get(module, [])}

@@ -88,7 +88,7 @@ async def test_a_job_with_a_field_its_struct_does_not_declare_is_refused_by_the_
     answer = {"id": "j", "owner": "o", "idempotency_key": "k", "contract": ECHO}
     answer |= {"provider": "p", "status": "queued", "version": 1, "completed_by": None}
     answer |= {"result": None, "error": None, "created_at": None, "updated_at": None}
-    answer |= {"deadline_at": None, "waiting": None}
+    answer |= {"deadline_at": None, "waiting": None, "trace": None}
     assert msgspec.convert({**answer, "attempts": []}, schemas.JobView).status == "queued"
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         msgspec.convert({**answer, "attempts": [], "extra": 1}, schemas.JobView)
