@@ -105,6 +105,8 @@ function jobBody(job, events, width) {
       h("dt", {}, "Primary"), h("dd", {}, job.provider),
       h("dt", {}, "Owner"), h("dd", {}, job.owner),
       h("dt", {}, "Idempotency-Key"), h("dd", { class: "mono" }, job.idempotency_key),
+      // The trace it was created in: search a tracing backend for this id (docs/telemetry.md).
+      h("dt", {}, "Trace"), h("dd", { class: "mono", id: "job-trace", title: job.trace ? job.trace.traceparent : "" }, job.trace ? job.trace.trace_id : "–"),
       h("dt", {}, "Version"), h("dd", {}, String(job.version)),
       h("dt", {}, "Completed by"), h("dd", { class: job.completed_by ? "mono id" : "mono" }, job.completed_by || "–"),
       h("dt", {}, "Created"), h("dd", {}, stamp(job.created_at)),

@@ -329,6 +329,10 @@ class Outcomes:
             res = await record()
         except Exception as exc:
             res = await persist(self.store, self.config.decision_retry, "wait", record, exc)
+        if self.tracing.enabled:
+            self.tracing.note(
+                **{"attempt.outcome": "waiting", "wait.reason": reason, "wait.seconds": wait_s}
+            )
         # This process's runners look again when the wait is over (others poll).
         asyncio.get_running_loop().call_later(wait_s, self.hub.publish_attempt)
         log.info(

@@ -40,7 +40,17 @@ class Reaping(DispatcherState):
         expired = await self.store.expire_overdue()
         for _ in expired:
             self.metrics.capacity.expired()
+        if self.tracing.enabled:
+            await self._trace_expired(expired)
         return expired
+
+    async def _trace_expired(self, attempt_ids: list[str]) -> None:
+        """Emit the span of each job its deadline failed (this process decided it)."""
+        for attempt_id in attempt_ids:
+            attempt = await self.store.get_attempt(attempt_id)
+            job = await self.store.get_job(attempt.job_id) if attempt is not None else None
+            if job is not None:
+                self.tracing.job_settled(job, decided_by="job_deadline")
 
     async def reap_once(self) -> list[AttemptRecord]:
         """Turn running attempts whose lease expired into ``unknown``; return them."""

@@ -57,6 +57,8 @@ class DispatcherState:
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
         self.worker_id = worker_id
+        #: Spans (``gateway.tracing``): the null one unless ``[telemetry]`` enables them.
+        self.tracing = tracing
         #: What this process knows of its providers' capacity (pacing, pauses, circuits).
         self.capacity = capacity or Capacity(provider_configs, settings.capacity)
         self._stopping = asyncio.Event()

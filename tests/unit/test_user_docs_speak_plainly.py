@@ -21,6 +21,7 @@ USER_PAGES = (
     "docs/operations.md",
     "docs/reports.md",
     "docs/scenarios.md",
+    "docs/telemetry.md",
 )
 JARGON = re.compile(r"\b(?:issue \d+|R[1-9])\b|(?i:the seed's)")
 
