@@ -150,6 +150,12 @@ function bodyWithDeadline(body, deadlineS) {
   return JSON.stringify({ ...JSON.parse(body), deadline_s: deadlineS });
 }
 
+/** The headers of an explicit trace context (none without a traceparent). */
+function traceHeaders(traceparent, tracestate) {
+  if (!traceparent) return {};
+  return tracestate ? { traceparent, tracestate } : { traceparent };
+}
+
 function parseJSON(text) {
   try {
     return JSON.parse(text);
@@ -173,6 +179,9 @@ export class OnejobClient {
    * @param {typeof fetch} [options.fetch]
    * @param {(info: object) => void} [options.onRetry] told before each wait between tries
    * @param {Record<string, string>} [options.headers] sent with every request
+   * @param {() => Record<string, string>} [options.traceContext] the current trace
+   *   context's headers (`traceparent`, `tracestate`), asked before each request; with
+   *   @opentelemetry/api: `() => { const h = {}; propagation.inject(context.active(), h); return h; }`
    */
   constructor({
     baseUrl = "",
@@ -181,6 +190,7 @@ export class OnejobClient {
     fetch: fetchImpl = undefined,
     onRetry = null,
     headers = {},
+    traceContext = null,
     sleep: sleepImpl = sleep,
   } = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
@@ -189,6 +199,7 @@ export class OnejobClient {
     this._fetch = fetchImpl ?? ((...args) => globalThis.fetch(...args));
     this._sleep = sleepImpl;
     this._headers = { ...headers };
+    this._traceContext = traceContext;
     if (apiKey) this._headers.Authorization = `Bearer ${apiKey}`;
     /** false once the gateway answered the events path without a stream: poll then */
     this.streams = true;
@@ -199,10 +210,15 @@ export class OnejobClient {
    * already made it. `deadlineS` asks for a shorter job deadline than the route's (seconds
    * from the job's creation); it is not part of the fingerprint, so a job already made
    * keeps its own. Throws QueueFull (an Unavailable) when the gateway still refused new
-   * jobs when the retries ran out.
+   * jobs when the retries ran out. `traceparent` (and `tracestate`): the W3C trace context
+   * the job joins, sent with every try; otherwise the client's `traceContext`, if any.
    */
-  async createJob(intention, { waitSeconds = 0, signal, deadlineS } = {}) {
-    const headers = { "Idempotency-Key": keyHeader(intention.key), "Content-Type": "application/json" };
+  async createJob(intention, { waitSeconds = 0, signal, deadlineS, traceparent, tracestate } = {}) {
+    const headers = {
+      "Idempotency-Key": keyHeader(intention.key),
+      "Content-Type": "application/json",
+      ...traceHeaders(traceparent, tracestate),
+    };
     const waitMs = preferWait(headers, waitSeconds);
     const body = bodyWithDeadline(intention.body, deadlineS);
     const call = { method: "POST", path: "/v1/jobs", headers, body, waitMs };
@@ -263,7 +279,8 @@ export class OnejobClient {
 
   /** Create the intention's job (or find it again) and wait for it to settle. */
   async run(intention, options = {}) {
-    const created = await this.createJob(intention, { signal: options.signal, deadlineS: options.deadlineS });
+    const { signal, deadlineS, traceparent, tracestate } = options;
+    const created = await this.createJob(intention, { signal, deadlineS, traceparent, tracestate });
     options.onJob?.(created.job);
     if (isSettled(created.job)) return created.job;
     return this.waitForJob(created.job.id, options);
@@ -374,7 +391,7 @@ export class OnejobClient {
       try {
         response = await this._fetch(this.baseUrl + call.path, {
           method: call.method,
-          headers: { ...this._headers, ...call.headers },
+          headers: { ...this._headers, ...this._traceContext?.(), ...call.headers },
           body: call.body,
           signal: guard.signal,
         });

@@ -71,6 +71,8 @@ export interface Job {
   deadline_at?: string | null;
   /** set while the job waits for its provider's capacity: why, and until when */
   waiting?: JobWaiting | null;
+  /** the W3C trace context it was created in; null: none (absent from older gateways) */
+  trace?: { traceparent: string; trace_id: string; tracestate: string | null } | null;
   attempts: Attempt[];
 }
 
@@ -257,7 +259,18 @@ export interface ClientOptions {
   fetch?: typeof fetch;
   onRetry?: ((info: RetryInfo) => void) | null;
   headers?: Record<string, string>;
+  /**
+   * The current trace context's headers (traceparent, tracestate), asked before each
+   * request; with @opentelemetry/api: `propagation.inject(context.active(), headers)`.
+   */
+  traceContext?: (() => Record<string, string>) | null;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** A W3C trace context for the job to join (sent with every try of the creation). */
+export interface TraceContextOptions {
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface Created {
@@ -298,7 +311,7 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
-export interface RunOptions extends WaitOptions {
+export interface RunOptions extends WaitOptions, TraceContextOptions {
   /** seconds: a shorter job deadline than the route's, if the job is made now (createJob) */
   deadlineS?: number;
 }
@@ -316,7 +329,7 @@ export class OnejobClient {
    */
   createJob(
     intention: Intention,
-    options?: { waitSeconds?: number; signal?: AbortSignal; deadlineS?: number },
+    options?: { waitSeconds?: number; signal?: AbortSignal; deadlineS?: number } & TraceContextOptions,
   ): Promise<Created>;
   getJob(jobId: string, options?: { waitSeconds?: number; signal?: AbortSignal }): Promise<Job>;
   requestAttempt(

@@ -38,6 +38,7 @@ from onejob_client.protocol import (
 )
 from onejob_client.retry import RETRY_STATUSES, Retrying, RetryPolicy
 from onejob_client.sse import ServerSentEvent
+from onejob_client.tracing import trace_headers
 
 log = logging.getLogger("onejob_client")
 
@@ -81,16 +82,25 @@ class AsyncClient:
         await self.aclose()
 
     async def create_job(
-        self, intention: Intention, *, wait: float | None = None, deadline_s: float | None = None
+        self,
+        intention: Intention,
+        *,
+        wait: float | None = None,
+        deadline_s: float | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Created:
         """Create the intention's job, or get it back if an earlier try already made it.
 
         ``deadline_s`` asks for a shorter job deadline than the route's (seconds from the
         job's creation); it is not part of the fingerprint, so a job already made keeps
         its own. ``QueueFull`` (an ``Unavailable``): the gateway still refused new jobs
-        when the retries ran out.
+        when the retries ran out. ``traceparent``/``tracestate``: the W3C trace context
+        the job joins; by default the current OpenTelemetry context, if it is installed.
         """
-        response, retrying = await self._send(create_call(intention, wait, deadline_s))
+        call = create_call(intention, wait, deadline_s)
+        call.headers.update(trace_headers(traceparent, tracestate) if traceparent else {})
+        response, retrying = await self._send(call)
         return read_created(response, retrying.tries)
 
     async def get_job(self, job_id: str, *, wait: float | None = None) -> Job:
@@ -117,9 +127,13 @@ class AsyncClient:
         on_event: OnEvent | None = None,
         on_job: OnJob | None = None,
         deadline_s: float | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Job:
         """Create the intention's job (or find it again) and wait for it to settle."""
-        created = await self.create_job(intention, deadline_s=deadline_s)
+        created = await self.create_job(
+            intention, deadline_s=deadline_s, traceparent=traceparent, tracestate=tracestate
+        )
         if on_job is not None:
             on_job(created.job)
         if (until or is_settled)(created.job):
@@ -208,7 +222,8 @@ class AsyncClient:
         return job
 
     def _headers(self, call: Call) -> dict[str, str]:
-        return {"User-Agent": USER_AGENT, **self._auth, **call.headers}
+        """Every request carries the current trace context (a call's own goes first)."""
+        return {"User-Agent": USER_AGENT, **self._auth, **trace_headers(), **call.headers}
 
     async def _send(self, call: Call) -> tuple[httpx.Response, Retrying]:
         """Send ``call`` until it gets a final answer; the same key and body every time."""

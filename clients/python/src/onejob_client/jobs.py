@@ -131,6 +131,9 @@ class Job:
     deadline_at: str | None = None
     #: set while the job waits for its provider's capacity: why, and until when
     waiting: CapacityWait | None = None
+    #: the W3C trace context it was created in (``traceparent``, ``trace_id``,
+    #: ``tracestate``); None: none, or a gateway older than tracing
+    trace: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Job:
@@ -149,6 +152,7 @@ class Job:
             raw=data,
             deadline_at=data.get("deadline_at"),
             waiting=CapacityWait.from_json(waiting) if isinstance(waiting, dict) else None,
+            trace=data.get("trace") if isinstance(data.get("trace"), dict) else None,
         )
 
     @property
