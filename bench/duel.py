@@ -10,6 +10,11 @@ p50, p99, the gateway's CPU per good answer and, on PostgreSQL, its database bac
 the median of the rounds' ratios of this checkout over ``REV`` (an odd count of rounds:
 the median is one round's ratio), and writes them as JSON (``--out``).
 
+``--trace-new`` turns OpenTelemetry tracing on in this checkout's gateway only
+(``ONEJOB_TELEMETRY=on``, every request's trace sampled, spans exported over OTLP/HTTP to
+a loopback collector that keeps nothing, ``bench.lib.null_collector``): with
+``--base HEAD`` it measures what tracing costs a job.
+
 ``bench.compare`` measures one version against pgbench and the upstream; this measures one
 change. Run one after the other, two versions' figures on this host differed by more
 than most changes move them (docs/benchmarks.md); run at once, the rounds' ratios of one
@@ -36,6 +41,7 @@ from typing import Any
 from bench.lib.children import ROOT, say
 from bench.lib.gateways import Side, start_side, start_upstream
 from bench.lib.measure import backends_cpu_s, tree_cpu_s
+from bench.lib.null_collector import null_collector
 from bench.lib.report import commit, write_report
 from bench.lib.rounds import figure_lines, new_over_base, odd_count
 from bench.lib.wrk import run_wrk
@@ -88,8 +94,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="duel-")))
         upstream = await start_upstream(stack, work)
         roots = {"base": stack.enter_context(exported(args.base)), "new": ROOT}
+        env: dict[str, dict[str, str]] = {}
+        collected = None
+        if args.trace_new:
+            collected = stack.enter_context(null_collector())
+            env["new"] = {
+                "ONEJOB_TELEMETRY": "on",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": collected.url,
+                "OTEL_SERVICE_NAME": "onejob-duel",
+            }
         sides = {
-            side: await start_side(stack, side, root, upstream, args)
+            side: await start_side(stack, side, root, upstream, args, env.get(side))
             for side, root in roots.items()
         }
         for _pid, base, script, _url in sides.values():
@@ -106,7 +121,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     for side, f in figures.items()
                 )
             )
+        spans = None if collected is None else {"posts": collected.posts, "bytes": collected.bytes}
     return {
+        "trace_new": args.trace_new,
+        "exported": spans,
         "base": args.base,
         "base_python": args.base_python or sys.executable,
         "new": commit(),
@@ -126,6 +144,11 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['new']} over {report['base']}: {report['mode']}, {report['database']},"
         f" {report['connections']} connection(s), {len(report['rounds'])} rounds"
     ]
+    if report.get("exported"):
+        sent = report["exported"]
+        lines.append(
+            f"tracing on in new: {sent['posts']} OTLP exports, {sent['bytes']} bytes in all"
+        )
     return "\n".join(lines + figure_lines(report["ratios"], "base", "new"))
 
 
@@ -142,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         "--base-python",
         help="run REV's gateway on this Python (a virtualenv's, with the same packages), "
         "to measure an interpreter: --base HEAD --base-python /path/to/venv/bin/python",
+    )
+    parser.add_argument(
+        "--trace-new",
+        action="store_true",
+        help="turn tracing on in this checkout's gateway, exporting to a loopback collector",
     )
     parser.add_argument("--out", default=str(ROOT / "reports/out/duel.json"))
     args = parser.parse_args(argv)

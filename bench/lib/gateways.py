@@ -103,10 +103,15 @@ async def start_upstream(
 
 
 async def start_side(
-    stack: contextlib.ExitStack, side: str, root: Path, upstream: str, args: argparse.Namespace
+    stack: contextlib.ExitStack,
+    side: str,
+    root: Path,
+    upstream: str,
+    args: argparse.Namespace,
+    env: dict[str, str] | None = None,
 ) -> Side:
-    """Start one version's gateway on a database of its own; return its PID, base URL,
-    load script and database URL."""
+    """Start one version's gateway on a database of its own (``env``: more environment
+    for its process); return its PID, base URL, load script and database URL."""
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"duel-{side}-")))
     url = stack.enter_context(database(args.database, work))
     python = getattr(args, "base_python", None) if side == "base" else None
@@ -131,7 +136,7 @@ async def start_side(
     log = work / "gateway.log"
     cmd = ["-m", gateway_module(root), "--settings", str(settings)]
     # It imports the version in ``root``: its working directory comes first on the path.
-    proc = stack.enter_context(child(cmd, log, cwd=root, executable=python))
+    proc = stack.enter_context(child(cmd, log, cwd=root, executable=python, env=env))
     base = f"http://127.0.0.1:{port}"
     await ready(f"{base}/healthz", proc, log)
     return proc.pid, base, await load_script(args.mode, base, key, url, work), url
