@@ -31,8 +31,9 @@ import datetime as dt
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -82,6 +83,15 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"cert-{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
 
 
+class Spans(Protocol):
+    """What a run is traced with (``gateway.tracing.Tracing`` is one; the command line
+    passes it when ``[telemetry]`` is on): a span per case, marked as certification."""
+
+    def run(self, name: str, **attributes: Any) -> AbstractContextManager[None]:
+        """Run some work in a span of its own."""
+        ...
+
+
 class Runner:
     """Run catalog cases against providers in one mode."""
 
@@ -103,6 +113,7 @@ class Runner:
         variant_client: httpx.AsyncClient | None = None,
         prices: Mapping[str, Price] | None = None,
         production: Sequence[ProductionDraw] = (),
+        spans: Spans | None = None,
     ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
@@ -128,6 +139,8 @@ class Runner:
         #: Production inputs per (contract, primary), sent to the fallbacks (``--production``).
         self.production = tuple(production)
         self._pacers: dict[str, Pacer] = {}  #: per provider, for the production calls
+        #: Traces each case (None: not traced).
+        self._spans = spans
 
     def draw(self, contract: Contract) -> tuple[Variant, ...]:
         """Return the variants this run checks for ``contract`` (the same for every provider)."""
@@ -281,7 +294,27 @@ class Runner:
     async def run_case(
         self, client: httpx.AsyncClient, contract: Contract, case: Case, provider: ProviderConfig
     ) -> CaseResult:
-        """Run one case ``repeats`` times on one provider and check every layer."""
+        """Run one case ``repeats`` times on one provider and check every layer (in a span
+        marked ``onejob.certification`` when the run is traced)."""
+        if self._spans is None:
+            return await self._run_case(client, contract, case, provider)
+        with self._spans.run(
+            "onejob.certification",
+            certification=True,
+            **{
+                "certification.run_id": self.run_id,
+                "certification.mode": self.mode.value,
+                "certification.case": case.id,
+                "contract": contract.name,
+                "provider": provider.name,
+                "model": provider.model,
+            },
+        ):
+            return await self._run_case(client, contract, case, provider)
+
+    async def _run_case(
+        self, client: httpx.AsyncClient, contract: Contract, case: Case, provider: ProviderConfig
+    ) -> CaseResult:
         t0 = time.perf_counter()
         if contract.checks_language:
             await language.ready()  # a no-op after ``run`` loaded it
