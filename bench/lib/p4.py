@@ -32,11 +32,12 @@ _SEED = (
     " 'upstream', '{{\"ticket_id\": \"S\"}}', 'succeeded', 2, 'att_seed_' || n,"
     ' \'{{"category": "billing"}}\', {now}, {now} FROM {rows}',
     "INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,"
-    " downstream_key, created_at, started_at, finished_at)"
+    " downstream_key, created_at, started_at, finished_at, owner_id)"
     " SELECT 'att_seed_' || n, 'job_seed_' || n, 1, 'upstream', 'initial', 'succeeded', 1,"
-    " 'job_seed_' || n || '/1', {now}, {now}, {now} FROM {rows}",
-    "INSERT INTO job_events (job_id, attempt_id, kind, detail, at)"
-    " SELECT 'job_seed_' || n, 'att_seed_' || n, k, '{{}}', {now} FROM {rows},"
+    " 'job_seed_' || n || '/1', {now}, {now}, {now}, 'seed-' || (n % 100) FROM {rows}",
+    "INSERT INTO job_events (job_id, attempt_id, kind, detail, at, owner_id)"
+    " SELECT 'job_seed_' || n, 'att_seed_' || n, k, '{{}}', {now}, 'seed-' || (n % 100)"
+    " FROM {rows},"
     " (SELECT 'job_created' AS k UNION ALL SELECT 'attempt_created'"
     " UNION ALL SELECT 'attempt_succeeded') AS kinds",
 )

@@ -387,10 +387,11 @@ class JobStore(ApiKeys, WebhookStore, Protocol):
 
     async def count_attempts(self, state: AttemptState) -> int:
         """Count attempts in ``state`` (metrics)."""
-        ...
 
-    async def events(self, job_id: str, after: int | None = None) -> list[EventRecord]:
-        """Return a job's audit trail, oldest first (``after``: only events past that id)."""
+    async def events(
+        self, job_id: str, after: int | None = None, owner_id: str | None = None
+    ) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first (``after``: past that id; by its owner)."""
         ...
 
     async def record_event(
@@ -407,7 +408,6 @@ class JobStore(ApiKeys, WebhookStore, Protocol):
 
     async def ping(self, timeout: float = 1.0) -> None:
         """Raise if the database does not answer within ``timeout`` seconds (readiness)."""
-        ...
 
     def unavailable(self, exc: BaseException, where: str) -> bool:
         """Say whether ``exc`` means the database is unavailable, not a bug; count it if so.

@@ -44,6 +44,8 @@ class AttemptRecord:
     ready_at: dt.datetime | None = None
     #: How many times its provider said not now to it (its backoff's exponent).
     waits: int = 0
+    #: Its job's owner: every statement about the attempt is routed by it (docs/scaling.md).
+    owner_id: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -338,7 +338,7 @@ async def admin_job_events(
     note_job(request, job_id)
     service = service_of(request)
     job = await service.get_any_job(principal, job_id)
-    events = await service.store.events(job.id)
+    events = await service.store.events(job.id, owner_id=job.owner_id)
     return Response(content={"job_id": job.id, "events": [event_view(e) for e in events]})
 
 

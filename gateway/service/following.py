@@ -61,7 +61,7 @@ class Following(ServiceBase):
                     # read is then among them (read the other way round, a decision
                     # committed between the two reads ended the stream without its events).
                     now = await self.store.get_job(job.id, job.owner_id)
-                    events = await self.store.events(job.id, after=after)
+                    events = await self.store.events(job.id, after=after, owner_id=job.owner_id)
                 except Exception as exc:
                     if not self.store.unavailable(exc, "event stream"):
                         raise

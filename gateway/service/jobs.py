@@ -213,7 +213,7 @@ class Jobs(ServiceBase):
     ) -> list[EventRecord]:
         """Return the audit trail of one of the caller's jobs (past the event ``after``)."""
         job = await self.get_job(principal, job_id)
-        return await self.store.events(job.id, after=after)
+        return await self.store.events(job.id, after=after, owner_id=job.owner_id)
 
     async def get_any_job(self, principal: Principal, job_id: str) -> JobRecord:
         """Return any owner's job with its attempts (admin: the job of an unknown attempt)."""

@@ -44,6 +44,8 @@ class Attempts:
         """Add an attempt if R4 allows; a refusal is recorded as an event."""
         async with self.db.write() as tx:
             conn = tx.conn
+            if owner_id is not None:  # the job's row by its owner too: another's is not found
+                tx.owners[job_id] = owner_id
             row = await tx.lock_job(job_id)
             if row is None or (owner_id is not None and row.owner_id != owner_id):
                 return AddAttemptResult(AddAttemptOutcome.NOT_FOUND)
@@ -71,7 +73,7 @@ class Attempts:
                 # Reopening a failed job is a decision: it changes the version.
                 await conn.execute(
                     jobs.update()
-                    .where(jobs.c.id == job_id, jobs.c.version == job.version)
+                    .where(*await tx.owned(job_id), jobs.c.version == job.version)
                     .values(version=jobs.c.version + 1, error=None)
                 )
                 await tx.event(job_id, "job_reopened", {"version": job.version + 1})

@@ -22,9 +22,14 @@ class Audit:
 
     db: Database
 
-    async def events(self, job_id: str, after: int | None = None) -> list[EventRecord]:
-        """Return a job's audit trail, oldest first (``after``: only events past that id)."""
+    async def events(
+        self, job_id: str, after: int | None = None, owner_id: str | None = None
+    ) -> list[EventRecord]:
+        """Return a job's audit trail, oldest first (``after``: only events past that id;
+        ``owner_id``, the job's, routes it to the owner's rows: docs/scaling.md)."""
         query = sa.select(job_events).where(job_events.c.job_id == job_id)
+        if owner_id is not None:
+            query = query.where(job_events.c.owner_id == owner_id)
         if after is not None:
             query = query.where(job_events.c.id > after)
         async with self.db.read() as conn:

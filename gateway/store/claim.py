@@ -50,7 +50,8 @@ def next_in_line(now: dt.datetime, exclude: Sequence[str] = ()) -> sa.Select[Any
             attempts.c.state,
             jobs.c.deadline_at,
         )
-        .join(jobs, jobs.c.id == attempts.c.job_id)
+        # On (owner, job): co-located on Citus, each shard joins its own (docs/scaling.md).
+        .join(jobs, sa.and_(jobs.c.owner_id == attempts.c.owner_id, jobs.c.id == attempts.c.job_id))
         .where(
             IN_QUEUE,
             sa.or_(attempts.c.state == A.STARTING.value, attempts.c.ready_at <= now),
@@ -155,7 +156,9 @@ class Claiming:
             )
             if candidate.deadline_at is not None:
                 deadline = min(deadline, candidate.deadline_at)
-            version = sa.select(jobs.c.version).where(jobs.c.id == attempts.c.job_id)
+            version = sa.select(jobs.c.version).where(
+                jobs.c.owner_id == attempts.c.owner_id, jobs.c.id == attempts.c.job_id
+            )
             row = (
                 await conn.execute(
                     attempts.update()

@@ -72,7 +72,7 @@ INSERT_JOB = (
 INSERT_ATTEMPT = (
     "INSERT INTO attempts (id, job_id, number, provider, reason, state, read_version,"
     " lease_owner, lease_expires_at, deadline_at, downstream_key, created_at, started_at,"
-    " ready_at)"
+    " ready_at, owner_id)"
 )
 
 
@@ -87,8 +87,8 @@ def owner_only(owner: str) -> str:
 
 def key_taken_event(job: str, fingerprint: str, now: str) -> str:
     """The audit of a key already taken: ``replayed`` (same fingerprint) or ``conflict``."""
-    return f"""INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT {job}.id, NULL,
+    return f"""INSERT INTO job_events (job_id, owner_id, attempt_id, kind, detail, at)
+  SELECT {job}.id, {job}.owner_id, NULL,
          CASE WHEN {job}.fingerprint = {fingerprint} THEN 'replayed' ELSE 'conflict' END,
          CASE WHEN {job}.fingerprint = {fingerprint} THEN '{{}}'::jsonb
               ELSE jsonb_build_object('fingerprint', {fingerprint}::text) END,
@@ -115,12 +115,12 @@ WITH {key}job AS (
 ), attempt AS (
   {INSERT_ATTEMPT}
   SELECT $11, job.id, 1, job.provider, 'initial', $12, $13, $14, $15, $16,
-         job.id || '/1', $10, $17, $19::timestamp
+         job.id || '/1', $10, $17, $19::timestamp, job.owner_id
   FROM job
   RETURNING *
 ), events AS (
-  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, $10
+  INSERT INTO job_events (job_id, owner_id, attempt_id, kind, detail, at)
+  SELECT attempt.job_id, attempt.owner_id, e.attempt_id, e.kind, e.detail, $10
   FROM attempt, unnest($22::varchar[], $23::varchar[], $24::jsonb[]) AS e(attempt_id, kind, detail)
 ), old AS (
   SELECT jobs.* FROM jobs{and_key}
@@ -133,7 +133,7 @@ SELECT true AS created, {owner_only("job.owner_id")}
 FROM job, attempt
 UNION ALL
 SELECT false, {prefixed("old", "j_", JOB_COLUMNS)}, {prefixed("a", "a_", ATTEMPT_COLUMNS)}
-FROM old LEFT JOIN attempts AS a ON a.job_id = old.id
+FROM old LEFT JOIN attempts AS a ON a.owner_id = old.owner_id AND a.job_id = old.id
 ORDER BY a_number"""
 
 
@@ -158,7 +158,7 @@ WITH job AS (
   {key_taken_event("job", "$3", "$4")}
 )
 SELECT {prefixed("job", "j_", JOB_COLUMNS)}, {prefixed("a", "a_", ATTEMPT_COLUMNS)}
-FROM job LEFT JOIN attempts AS a ON a.job_id = job.id
+FROM job LEFT JOIN attempts AS a ON a.owner_id = job.owner_id AND a.job_id = job.id
 ORDER BY a.number"""
 
 # -- SQLite: the same as a transaction of statements ----------------------------------------
@@ -178,7 +178,7 @@ SQLITE_INSERT_ATTEMPT = (
 SQLITE_JOB_BY_KEY = (
     f"SELECT {', '.join('j.' + c for c in JOB_COLUMNS)},"
     f" {', '.join('a.' + c for c in ATTEMPT_COLUMNS)}"
-    " FROM jobs AS j LEFT JOIN attempts AS a ON a.job_id = j.id"
+    " FROM jobs AS j LEFT JOIN attempts AS a ON a.owner_id = j.owner_id AND a.job_id = j.id"
     " WHERE j.owner_id = ? AND j.idempotency_key = ? ORDER BY a.number"
 )
 
@@ -193,6 +193,7 @@ def first_attempt(
     values: dict[str, Any] = {
         "id": attempt_id,
         "job_id": job_id,
+        "owner_id": new.owner_id,
         "number": 1,
         "provider": new.provider,
         "reason": AttemptReason.INITIAL.value,
@@ -322,6 +323,7 @@ class PostgresCreation:
                     )
                 )
             ).one()
+            tx.owners[row.id] = row.owner_id
             outcome, kind, detail = key_taken(job_record(row, await tx.attempt_rows(row.id)), new)
             await tx.event(row.id, kind, detail)
             return outcome
@@ -397,7 +399,8 @@ class PostgresCreation:
         if claim is None:
             self.db.committed({}, True)  # an unclaimed attempt needs a runner woken
         # The row holds only the owner (the key's): the rest is what was just inserted.
-        return created(job_values(new, record["j_owner_id"], job_id, now, claim), values, claim)
+        values["owner_id"] = owner = record["j_owner_id"]
+        return created(job_values(new, owner, job_id, now, claim), values, claim)
 
     async def replay(self, new: NewJob, now: dt.datetime) -> CreateResult | None:
         """The key is taken: read its job and audit the replay or conflict."""
@@ -431,14 +434,14 @@ class SqliteCreation:
             if ran.rowcount == 1:
                 values, events = first_attempt(new, job_id, now, claim, self.db.ids.new("att"))
                 await run(SQLITE_INSERT_ATTEMPT, codec.params("attempts", values, ATTEMPT_COLUMNS))
-                rows = [(j, a, kind, scrub(detail), now) for j, kind, detail, a in events]
+                rows = [(j, a, k, scrub(d), now, new.owner_id) for j, k, d, a in events]
                 await run(insert_events_sql(len(rows)), codec.event_params(rows))
                 outcome = created(job, values, claim)
             else:
                 ran = await run(SQLITE_JOB_BY_KEY, (new.owner_id, new.idempotency_key))
                 row, tried = codec.job_with_attempts(ran.rows)
                 outcome, kind, detail = key_taken(job_record(row, tried), new)
-                event = [(row.id, None, kind, scrub(detail), now)]
+                event = [(row.id, None, kind, scrub(detail), now, row.owner_id)]
                 await run(insert_events_sql(1), codec.event_params(event))
         if claim is None and outcome.outcome is CreateOutcome.CREATED:
             self.db.committed({}, True)  # an unclaimed attempt needs a runner woken

@@ -100,12 +100,12 @@ WITH input AS (
   {INSERT_ATTEMPT}
   SELECT i.attempt_id, job.id, 1, job.provider, 'initial', i.state, i.read_version,
          i.lease_owner, i.lease_expires_at, i.deadline_at, job.id || '/1', i.at, i.started_at,
-         i.ready_at
+         i.ready_at, job.owner_id
   FROM job JOIN input AS i ON i.job_id = job.id
   RETURNING *
 ), events AS (
-  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT attempt.job_id, e.attempt_id, e.kind, e.detail, i.at
+  INSERT INTO job_events (job_id, owner_id, attempt_id, kind, detail, at)
+  SELECT attempt.job_id, attempt.owner_id, e.attempt_id, e.kind, e.detail, i.at
   FROM unnest($22::int[], $23::varchar[], $24::varchar[], $25::jsonb[])
          WITH ORDINALITY AS e(n, attempt_id, kind, detail, k)
   JOIN input AS i ON i.n = e.n JOIN attempt ON attempt.job_id = i.job_id
@@ -125,7 +125,8 @@ FROM job JOIN attempt ON attempt.job_id = job.id JOIN input AS i ON i.job_id = j
 UNION ALL
 SELECT old.n, false, {prefixed("old", "j_", JOB_COLUMNS)}, {prefixed("a", "a_", ATTEMPT_COLUMNS)}
 FROM old LEFT JOIN LATERAL (
-  SELECT * FROM attempts WHERE attempts.job_id = old.id OFFSET 0
+  SELECT * FROM attempts
+  WHERE attempts.owner_id = old.owner_id AND attempts.job_id = old.id OFFSET 0
 ) AS a ON true
 ORDER BY n, a_number"""
 

@@ -112,15 +112,18 @@ class Database:
     async def write_for_attempt(self, attempt_id: str) -> AsyncIterator[tuple[WriteTx, str] | None]:
         """Run a write transaction holding the attempt's job lock (None: no such attempt)."""
         async with self.write() as tx:
-            job_id = (
+            found = (
                 await tx.conn.execute(
-                    sa.select(attempts.c.job_id).where(attempts.c.id == attempt_id)
+                    sa.select(attempts.c.job_id, attempts.c.owner_id).where(
+                        attempts.c.id == attempt_id
+                    )
                 )
-            ).scalar_one_or_none()
-            if job_id is None:
+            ).one_or_none()
+            if found is None:
                 yield None
                 return
-            await tx.lock_job(job_id)
+            job_id, tx.owners[found.job_id] = found.job_id, found.owner_id
+            await tx.lock_job(job_id)  # by its owner too
             tx.jobs.add(job_id)
             yield tx, job_id
 

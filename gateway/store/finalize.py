@@ -127,12 +127,13 @@ WITH j AS (
   WHERE job_id = (SELECT id FROM cas) AND state IN {UNSENT_SQL}
   RETURNING *
 ), events AS (
-  INSERT INTO job_events (job_id, attempt_id, kind, detail, at)
-  SELECT att.job_id, att.id, 'attempt_succeeded',
+  INSERT INTO job_events (job_id, owner_id, attempt_id, kind, detail, at)
+  SELECT att.job_id, att.owner_id, att.id, 'attempt_succeeded',
          jsonb_build_object('version', cas.version, 'provider', att.provider), $3
   FROM cas, att
   UNION ALL
-  SELECT unsent.job_id, unsent.id, 'attempt_cancelled', '{{"why": "decided"}}'::jsonb, $3
+  SELECT unsent.job_id, unsent.owner_id, unsent.id, 'attempt_cancelled',
+         '{{"why": "decided"}}'::jsonb, $3
   FROM unsent
 ), others AS (
   SELECT * FROM attempts
@@ -264,10 +265,13 @@ class SqliteDecisions:
             raise Stale
         now = self.db.now()
         detail = {"version": job_row.version, "provider": moved[0][0]}
-        events = [(job_id, attempt_id, "attempt_succeeded", scrub(detail), now)]
+        owner = job_row.owner_id
+        events = [(job_id, attempt_id, "attempt_succeeded", scrub(detail), now, owner)]
         error = codec.bind("attempts", "error", {"reason": "job_decided_before_send"})
         unsent = (await run(SQLITE_CANCEL_UNSENT, (at, error, job_id))).rows
-        events += [(job_id, row[0], "attempt_cancelled", {"why": "decided"}, now) for row in unsent]
+        events += [
+            (job_id, row[0], "attempt_cancelled", {"why": "decided"}, now, owner) for row in unsent
+        ]
         await run(insert_events_sql(len(events)), codec.event_params(events))
         siblings = [codec.attempt_row(a) for a in (await run(SQLITE_ATTEMPTS, (job_id,))).rows]
         return job_record(job_row, siblings)
@@ -375,7 +379,9 @@ async def lose(
         return FinalizeResult(FinalizeOutcome.STALE, attempt_id)
     job_row = (
         await tx.conn.execute(
-            sa.select(jobs.c.completed_by, jobs.c.status, jobs.c.version).where(jobs.c.id == job_id)
+            sa.select(jobs.c.completed_by, jobs.c.status, jobs.c.version).where(
+                jobs.c.owner_id == await tx.owner_of(job_id), jobs.c.id == job_id
+            )
         )
     ).one()
     detail = {

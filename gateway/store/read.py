@@ -69,7 +69,10 @@ class Reading:
                 (
                     await conn.execute(
                         sa.select(attempts)
-                        .where(attempts.c.job_id.in_(ids))
+                        .where(
+                            *([attempts.c.owner_id == owner_id] if owner_id is not None else []),
+                            attempts.c.job_id.in_(ids),
+                        )
                         .order_by(attempts.c.job_id, attempts.c.number)
                     )
                 ).all()
@@ -96,7 +99,8 @@ class Reading:
             row = (await conn.execute(query)).one_or_none()
             if row is None:
                 return None
-            rows = (await conn.execute(ATTEMPT_ROWS, {"job_id": row.id})).all()
+            params = {"job_id": row.id, "owner_id": owner_id}
+            rows = (await conn.execute(ATTEMPT_ROWS, params)).all()
         return job_record(row, rows)
 
     async def get_attempt(self, attempt_id: str) -> AttemptRecord | None:

@@ -100,6 +100,7 @@ def attempt_record(row: Any) -> AttemptRecord:
         reported_model=row.reported_model,
         ready_at=aware_utc(row.ready_at),
         waits=row.waits or 0,
+        owner_id=row.owner_id,
     )
 
 
@@ -158,7 +159,7 @@ def decode_cursor(cursor: str) -> str:
 JOB_COLUMNS = [c.name for c in jobs.c]
 ATTEMPT_COLUMNS = [c.name for c in attempts.c]
 #: An event's columns, in the order of the multi-row statements (``events``).
-EVENT_COLUMNS = ("job_id", "attempt_id", "kind", "detail", "at")
+EVENT_COLUMNS = ("job_id", "attempt_id", "kind", "detail", "at", "owner_id")
 
 
 def prefixed(alias: str, prefix: str, columns: Sequence[str]) -> str:
@@ -244,9 +245,9 @@ class Codec:
         SQL NULL (Core leaves it out of the INSERT), a present one goes through ``bind``."""
         return [self.bind(table, c, values[c]) if c in values else None for c in columns]
 
-    def event_params(self, rows: Sequence[tuple[str, str | None, str, Any, Any]]) -> list[Any]:
+    def event_params(self, rows: Sequence[tuple[str, str | None, str, Any, Any, str]]) -> list[Any]:
         """Parameters of ``insert_events_sql(len(rows))``: ``(job_id, attempt_id, kind,
-        detail, at)`` each."""
+        detail, at, owner_id)`` each."""
         out: list[Any] = []
         for row in rows:
             out.extend(

@@ -86,6 +86,8 @@ class ShadowChecks:
         values = {
             "id": check_id,
             "job_id": job_id,
+            # The job's owner, looked up by id: the sampling spans owners (docs/scaling.md).
+            "owner_id": sa.select(jobs.c.owner_id).where(jobs.c.id == job_id).scalar_subquery(),
             "contract": contract,
             "primary_provider": primary,
             "fallback_provider": fallback,

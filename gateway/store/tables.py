@@ -28,7 +28,7 @@ JOBS_OWNER_KEY_UNIQUE = "uq_jobs_owner_id_idempotency_key"
 jobs = sa.Table(
     "jobs",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", sa.String(40), nullable=False),
     sa.Column("owner_id", sa.String(200), nullable=False),
     sa.Column("idempotency_key", sa.String(255), nullable=False),
     sa.Column("fingerprint", sa.String(64), nullable=False),
@@ -49,6 +49,9 @@ jobs = sa.Table(
     #: attempts join that trace whichever process runs them (migration 0009).
     sa.Column("traceparent", sa.String(55), nullable=True),
     sa.Column("tracestate", sa.String(512), nullable=True),
+    #: Keyed by owner (migration 0010): distributable by ``owner_id`` (docs/scaling.md).
+    #: The owner comes second, so a lookup by id alone keeps this index.
+    sa.PrimaryKeyConstraint("id", "owner_id"),
     sa.UniqueConstraint("owner_id", "idempotency_key", name=JOBS_OWNER_KEY_UNIQUE),
 )
 
@@ -68,8 +71,8 @@ for _name, _rest in (
 attempts = sa.Table(
     "attempts",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("id", sa.String(40), nullable=False),
+    sa.Column("job_id", sa.String(40), nullable=False),
     sa.Column("number", sa.Integer, nullable=False),
     sa.Column("provider", sa.String(200), nullable=False),
     sa.Column("reason", sa.String(16), nullable=False),
@@ -92,7 +95,11 @@ attempts = sa.Table(
     sa.Column("ready_at", sa.DateTime, nullable=True),
     #: How many times its provider said not now to it (migration 0006).
     sa.Column("waits", sa.Integer, nullable=False, server_default="0"),
-    sa.UniqueConstraint("job_id", "number"),
+    #: Its job's owner: the table is distributed and keyed by it (migration 0010).
+    sa.Column("owner_id", sa.String(200), nullable=False),
+    sa.PrimaryKeyConstraint("id", "owner_id"),
+    sa.UniqueConstraint("job_id", "number", "owner_id"),
+    sa.ForeignKeyConstraint(["job_id", "owner_id"], ["jobs.id", "jobs.owner_id"]),
     sa.Index("ix_attempts_state_created_at", "state", "created_at"),
     sa.Index("ix_attempts_state_lease_expires_at", "state", "lease_expires_at"),
 )
@@ -115,12 +122,17 @@ sa.Index(
 job_events = sa.Table(
     "job_events",
     metadata,
-    sa.Column("id", EventId, sa.Identity(), primary_key=True, autoincrement=True),
-    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("id", EventId, sa.Identity(), nullable=False, autoincrement=True),
+    sa.Column("job_id", sa.String(40), nullable=False),
     sa.Column("attempt_id", sa.String(40), nullable=True),
     sa.Column("kind", sa.String(40), nullable=False),
     sa.Column("detail", Json, nullable=False),
     sa.Column("at", sa.DateTime, nullable=False),
+    #: Its job's owner (migration 0010). The primary key is (id, owner_id) on PostgreSQL;
+    #: on SQLite ``id`` alone, the rowid that numbers events (SQLite has no sequence).
+    sa.Column("owner_id", sa.String(200), nullable=False),
+    sa.PrimaryKeyConstraint("id", "owner_id"),
+    sa.ForeignKeyConstraint(["job_id", "owner_id"], ["jobs.id", "jobs.owner_id"]),
     sa.Index("ix_job_events_job_id_id", "job_id", "id"),
 )
 
@@ -143,8 +155,8 @@ api_keys = sa.Table(
 shadow_checks = sa.Table(
     "shadow_checks",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("id", sa.String(40), nullable=False),
+    sa.Column("job_id", sa.String(40), nullable=False),
     sa.Column("contract", sa.String(200), nullable=False),
     sa.Column("primary_provider", sa.String(200), nullable=False),
     sa.Column("fallback_provider", sa.String(200), nullable=False),
@@ -154,7 +166,11 @@ shadow_checks = sa.Table(
     sa.Column("detail", Json, nullable=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("finished_at", sa.DateTime, nullable=True),
-    sa.UniqueConstraint("job_id", "fallback_provider"),
+    #: Its job's owner (migration 0010).
+    sa.Column("owner_id", sa.String(200), nullable=False),
+    sa.PrimaryKeyConstraint("id", "owner_id"),
+    sa.UniqueConstraint("job_id", "fallback_provider", "owner_id"),
+    sa.ForeignKeyConstraint(["job_id", "owner_id"], ["jobs.id", "jobs.owner_id"]),
     sa.Index(
         "ix_shadow_checks_pair_created_at",
         "contract",

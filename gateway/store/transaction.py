@@ -28,9 +28,13 @@ from gateway.store.rows import DECIDED, UNSENT, A, attempt_record, job_record
 from gateway.store.tables import attempts, jobs
 
 #: Every attempt of a job, oldest first (built once: a reused statement keeps its cache key).
+#: By owner and job, as every statement of a job's data is (docs/scaling.md).
 ATTEMPT_ROWS = (
     sa.select(attempts)
-    .where(attempts.c.job_id == sa.bindparam("job_id"))
+    .where(
+        attempts.c.owner_id == sa.bindparam("owner_id"),
+        attempts.c.job_id == sa.bindparam("job_id"),
+    )
     .order_by(attempts.c.number)
 )
 ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
@@ -60,7 +64,11 @@ def derived_status() -> sa.ColumnElement[str]:
     def has(state: AttemptState) -> sa.Exists:
         return (
             sa.select(attempts.c.id)
-            .where(attempts.c.job_id == jobs.c.id, attempts.c.state == state.value)
+            .where(
+                attempts.c.owner_id == jobs.c.owner_id,
+                attempts.c.job_id == jobs.c.id,
+                attempts.c.state == state.value,
+            )
             .exists()
         )
 
@@ -84,6 +92,31 @@ class WriteTx:
         #: Jobs as this transaction leaves them, handed to this process's waiters.
         self.records: dict[str, JobRecord] = {}
         self.attempt_created = False
+        #: Each job's owner, as read in this transaction: the events and attempts it
+        #: writes carry it (the tables are keyed by owner, docs/scaling.md).
+        self.owners: dict[str, str] = {}
+
+    def _saw(self, row: Any) -> Any:
+        """Remember the owner of the job (``id``) or attempt (``job_id``) ``row``."""
+        if row is not None:
+            self.owners[getattr(row, "job_id", None) or row.id] = row.owner_id
+        return row
+
+    async def owned(self, job_id: str) -> list[sa.ColumnElement[bool]]:
+        """The condition for ``job_id``'s row, by its owner (read first if not known)."""
+        return [jobs.c.owner_id == await self.owner_of(job_id), jobs.c.id == job_id]
+
+    async def attempts_of(self, job_id: str) -> list[sa.ColumnElement[bool]]:
+        """The condition for ``job_id``'s attempts, by its owner."""
+        return [attempts.c.owner_id == await self.owner_of(job_id), attempts.c.job_id == job_id]
+
+    async def owner_of(self, job_id: str) -> str:
+        """The owner of ``job_id``: known from this transaction's reads, or read now."""
+        owner = self.owners.get(job_id)
+        if owner is None:
+            query = sa.select(jobs.c.owner_id).where(jobs.c.id == job_id)
+            owner = self.owners[job_id] = (await self.conn.execute(query)).scalar_one()
+        return owner
 
     def decided(self, job: JobRecord | None) -> None:
         """Hand ``job`` (as committed) to the waiters woken after commit."""
@@ -97,22 +130,33 @@ class WriteTx:
 
     # -- reads inside the transaction -----------------------------------------------------
 
+    def _job(self, job_id: str) -> list[sa.ColumnElement[bool]]:
+        """The condition for ``job_id``'s row, by its owner too when this transaction knows it."""
+        owner = self.owners.get(job_id)
+        return [jobs.c.id == job_id] + ([jobs.c.owner_id == owner] if owner is not None else [])
+
     async def lock_job(self, job_id: str) -> Any:
         """Take the job's row lock (the per-job mutex) and return the row."""
-        query = self.db.for_update(sa.select(jobs).where(jobs.c.id == job_id))
-        return (await self.conn.execute(query)).one_or_none()
+        query = self.db.for_update(sa.select(jobs).where(*self._job(job_id)))
+        return self._saw((await self.conn.execute(query)).one_or_none())
 
     async def load(self, job_id: str, owner_id: str | None = None) -> JobRecord | None:
         """Read a job with its attempts (``owner_id`` None: any owner)."""
-        return await load_job(self.conn, job_id, owner_id)
+        job = await load_job(self.conn, job_id, owner_id or self.owners.get(job_id))
+        if job is not None:
+            self.owners[job.id] = job.owner_id
+        return job
 
     async def attempt_row(self, attempt_id: str) -> Any:
         """Read one attempt's row."""
-        return (await self.conn.execute(ATTEMPT_ROW, {"attempt_id": attempt_id})).one_or_none()
+        return self._saw(
+            (await self.conn.execute(ATTEMPT_ROW, {"attempt_id": attempt_id})).one_or_none()
+        )
 
     async def attempt_rows(self, job_id: str) -> Sequence[Any]:
         """Read a job's attempts' rows, oldest first."""
-        return (await self.conn.execute(ATTEMPT_ROWS, {"job_id": job_id})).all()
+        owner = await self.owner_of(job_id)
+        return (await self.conn.execute(ATTEMPT_ROWS, {"job_id": job_id, "owner_id": owner})).all()
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -126,6 +170,7 @@ class WriteTx:
         """Append one audit event."""
         values = {
             "job_id": job_id,
+            "owner_id": await self.owner_of(job_id),
             "attempt_id": attempt_id,
             "kind": kind,
             "detail": scrub(detail or {}),
@@ -141,6 +186,7 @@ class WriteTx:
             params.update(
                 {
                     f"job_id_{n}": job_id,
+                    f"owner_id_{n}": await self.owner_of(job_id),
                     f"attempt_id_{n}": attempt_id,
                     f"kind_{n}": kind,
                     f"detail_{n}": scrub(detail),
@@ -158,30 +204,34 @@ class WriteTx:
         extra_where: Sequence[sa.ColumnElement[bool]] = (),
     ) -> Any:
         """Move an attempt from one of ``sources`` to ``target``; return the row or None."""
-        return (
-            await self.conn.execute(
-                attempts.update()
-                .where(
-                    attempts.c.id == attempt_id,
-                    attempts.c.state.in_([s.value for s in sources]),
-                    *extra_where,
+        return self._saw(
+            (
+                await self.conn.execute(
+                    attempts.update()
+                    .where(
+                        attempts.c.id == attempt_id,
+                        attempts.c.state.in_([s.value for s in sources]),
+                        *extra_where,
+                    )
+                    .values(state=target.value, **{k: scrub(v) for k, v in values.items()})
+                    .returning(*attempts.c)
                 )
-                .values(state=target.value, **{k: scrub(v) for k, v in values.items()})
-                .returning(*attempts.c)
-            )
-        ).one_or_none()
+            ).one_or_none()
+        )
 
     async def refresh_status(self, job_id: str) -> Any:
         """Recompute an undecided job's status from its attempts; return the row (None if
         the job is decided)."""
-        return (
-            await self.conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.status.not_in(DECIDED))
-                .values(status=derived_status(), updated_at=self.db.now())
-                .returning(*jobs.c)
-            )
-        ).one_or_none()
+        return self._saw(
+            (
+                await self.conn.execute(
+                    jobs.update()
+                    .where(*await self.owned(job_id), jobs.c.status.not_in(DECIDED))
+                    .values(status=derived_status(), updated_at=self.db.now())
+                    .returning(*jobs.c)
+                )
+            ).one_or_none()
+        )
 
     async def insert_attempt(
         self, job_id: str, number: int, provider: str, reason: AttemptReason
@@ -191,6 +241,7 @@ class WriteTx:
         values = {
             "id": attempt_id,
             "job_id": job_id,
+            "owner_id": await self.owner_of(job_id),
             "number": number,
             "provider": provider,
             "reason": reason.value,
@@ -234,13 +285,10 @@ class WriteTx:
     async def close_if_failed(self, job_id: str, error: dict[str, Any]) -> None:
         """Recompute the status; a job left with only failed attempts records the last error."""
         await self.refresh_status(job_id)
-        status = (
-            await self.conn.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))
-        ).scalar_one()
+        owned = await self.owned(job_id)
+        status = (await self.conn.execute(sa.select(jobs.c.status).where(*owned))).scalar_one()
         if status == JobStatus.FAILED.value:
-            await self.conn.execute(
-                jobs.update().where(jobs.c.id == job_id).values(error=scrub(error))
-            )
+            await self.conn.execute(jobs.update().where(*owned).values(error=scrub(error)))
             await self.event(job_id, "job_failed", error)
 
     async def cancel_unsent(self, job_id: str, why: str) -> list[str]:
@@ -250,7 +298,7 @@ class WriteTx:
             (
                 await self.conn.execute(
                     attempts.update()
-                    .where(attempts.c.job_id == job_id, attempts.c.state.in_(UNSENT))
+                    .where(*await self.attempts_of(job_id), attempts.c.state.in_(UNSENT))
                     .values(
                         state=A.CANCELLED.value,
                         finished_at=self.db.now(),
@@ -270,7 +318,7 @@ class WriteTx:
             (
                 await self.conn.execute(
                     attempts.update()
-                    .where(attempts.c.job_id == job_id, attempts.c.state == A.WAITING.value)
+                    .where(*await self.attempts_of(job_id), attempts.c.state == A.WAITING.value)
                     .values(
                         state=A.CANCELLED.value,
                         finished_at=self.db.now(),
@@ -309,5 +357,5 @@ async def load_job(
     row = (await conn.execute(query)).one_or_none()
     if row is None:
         return None
-    rows = (await conn.execute(ATTEMPT_ROWS, {"job_id": job_id})).all()
+    rows = (await conn.execute(ATTEMPT_ROWS, {"job_id": job_id, "owner_id": row.owner_id})).all()
     return job_record(row, rows)

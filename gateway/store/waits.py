@@ -82,7 +82,13 @@ class Waits:
             overdue = (
                 await conn.execute(
                     sa.select(attempts.c.id)
-                    .join(jobs, jobs.c.id == attempts.c.job_id)
+                    .join(
+                        jobs,
+                        sa.and_(
+                            jobs.c.owner_id == attempts.c.owner_id,
+                            jobs.c.id == attempts.c.job_id,
+                        ),
+                    )
                     # The queue's own condition, so its partial index drives the scan:
                     # with the states as parameters, the plan read every job (20,000,
                     # analyzed: docs/benchmarks.md, at volume).

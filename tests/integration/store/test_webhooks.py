@@ -77,7 +77,12 @@ async def test_an_event_committed_after_a_larger_id_is_not_skipped(
         )
         slow_job = (await store.create_or_get(make_job(key="slow"))).job.id
         fast_job = (await store.create_or_get(make_job(key="fast"))).job.id
-        failed = {"kind": "job_failed", "detail": {}, "at": clock.now().replace(tzinfo=None)}
+        failed = {
+            "kind": "job_failed",
+            "detail": {},
+            "at": clock.now().replace(tzinfo=None),
+            "owner_id": "alice",
+        }
         if database_url.startswith("postgresql"):
             # The slow transaction draws its id first and commits after the fast one.
             other = create_async_engine(database_url)
@@ -125,7 +130,12 @@ async def test_a_gap_holds_the_cursor_until_it_settles_but_not_the_events_after_
         for n, job in enumerate(jobs):  # ids top+5, top+6, top+7: top+1 to top+4 missing
             await conn.execute(
                 job_events.insert().values(
-                    id=top + 5 + n, job_id=job, kind="job_failed", detail={}, at=naive
+                    id=top + 5 + n,
+                    job_id=job,
+                    owner_id="alice",
+                    kind="job_failed",
+                    detail={},
+                    at=naive,
                 )
             )
     # One event a pass: each pass reads on past the last one seen, not again past the gap.
@@ -247,6 +257,7 @@ async def test_many_gaps_at_once_are_merged_to_a_bound_and_none_is_let_go_early(
                     job_events.insert().values(
                         id=event_id,
                         job_id=job,
+                        owner_id="alice",
                         kind="job_failed",
                         detail={},
                         at=now.replace(tzinfo=None),
