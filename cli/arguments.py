@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
@@ -23,3 +25,14 @@ def settings_from(args: argparse.Namespace, **overrides: Any) -> Settings:
     from gateway.settings import load_settings
 
     return load_settings(args.config, database_url=args.database_url, **overrides)
+
+
+def tracing_of(settings: Callable[[], Settings]) -> Any:
+    """The tracer the settings' ``[telemetry]`` asks for, to hand to a tool (a certification
+    run's ``Spans``); None when it is off or there are no usable settings (``--sim``)."""
+    with contextlib.suppress(Exception):
+        if (telemetry := settings().telemetry).enabled:
+            from gateway.bootstrap import build_tracing
+
+            return build_tracing(telemetry)
+    return None

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cli.arguments import Subcommands
+from cli.arguments import Subcommands, tracing_of
 from cli.certify_output import (
     failover_lines,
     progress_printer,
@@ -292,7 +292,7 @@ async def certify(
     # Cassettes hold the catalog's cases only: with --sim, an in-process simulator answers
     # replay's variants (over ASGI, offline).
     variant_client = simulator_client() if args.sim and mode is Mode.REPLAY else None
-    tracing = _tracing_of(args)
+    tracing = tracing_of(lambda: _settings_of(args))
     async with in_process_simulator(args.sim and mode is not Mode.REPLAY) as base_url:
         if base_url is not None:
             live = sim_providers(base_url)
@@ -343,8 +343,8 @@ async def certify(
         finally:
             if variant_client is not None:
                 await variant_client.aclose()
-            if tracing is not None:
-                tracing.shutdown()  # its spans exported
+            if tracing is not None:  # its spans exported before the command exits
+                tracing.shutdown()
 
     validity = dt.timedelta(days=args.validity_days)
     try:
@@ -412,20 +412,6 @@ async def certify_due(args: argparse.Namespace, out: TextIO, now: dt.datetime | 
         one.provider, one.contract = [provider], contracts
         code = max(code, await certify(one, out))
     return code
-
-
-def _tracing_of(args: argparse.Namespace) -> Any:
-    """The tracer ``[telemetry]`` asks for, or None when it is off: a certification run's
-    cases are traced, marked ``onejob.certification`` (docs/telemetry.md)."""
-    try:
-        telemetry = _settings_of(args).telemetry
-    except Exception:  # no usable settings (--sim needs none): not traced
-        return None
-    if not telemetry.enabled:
-        return None
-    from gateway.bootstrap import build_tracing
-
-    return build_tracing(telemetry)
 
 
 def _settings_of(args: argparse.Namespace) -> Settings:

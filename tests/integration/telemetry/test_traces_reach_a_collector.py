@@ -244,3 +244,40 @@ async def test_an_attempt_a_worker_process_runs_later_lands_in_the_callers_trace
     assert attempt.resource[instance] == job_span.resource[instance]
     assert attempt.resource[instance] != request.resource[instance]
     assert attempt.resource["service.name"] == SERVICE
+
+
+async def test_a_failover_after_an_operators_resolution_stays_in_the_callers_trace(
+    sim: RunningSimulator,
+    database_url: str,
+    keys: tuple[str, str],
+    tmp_path: Path,
+    receiver: Receiver,
+) -> None:
+    settings = traced(sim_settings(sim, database_url, tmp_path / "certs.json", primary_timeout=0.5))
+    certify(tmp_path / "certs.json", list(settings.providers.values()))
+    async with run_gateway(settings) as gw, open_sim_control(sim) as control:
+        await control.script("sim-openai", {"kind": "hang"})
+        api = Api(gw, *keys)
+        body = {"contract": CONTRACT, "input": case_input(3)}
+        created = await gw.client.post("/v1/jobs", json=body, headers=headers(api, "resolved-1"))
+        assert created.status_code == 201, created.text
+        job = await api.until(created.json()["id"], lambda j: j["status"] == "unknown")
+        resolved = await gw.client.post(
+            f"/v1/admin/attempts/{job['attempts'][0]['id']}/resolve",
+            json={"outcome": "failed", "note": "the provider says it never ran"},
+            headers=api.admin,
+        )
+        assert resolved.status_code == 200, resolved.text
+        await api.until(job["id"], lambda j: j["status"] == "succeeded")
+    receiver.wait_for(has("onejob.attempt", count=2))
+    receiver.wait_for(has("onejob.job", "chat sim-claude"))
+    mine = receiver.in_trace(TRACE)
+    job_span = one(mine, "onejob.job")
+    unknown = one(mine, "onejob.attempt", **{"onejob.attempt.number": 1})
+    assert unknown.attributes["onejob.unknown"] is True
+    assert unknown.attributes["onejob.attempt.outcome"] == "unknown"
+    after = one(mine, "onejob.attempt", **{"onejob.attempt.number": 2})
+    assert after.attributes["onejob.attempt.reason"] == "failover"
+    assert after.attributes["onejob.cas.outcome"] == "won"
+    assert unknown.parent_span_id == after.parent_span_id == job_span.span_id
+    assert job_span.attributes["onejob.job.status"] == "succeeded"
