@@ -919,3 +919,20 @@ def stamp(value: str) -> str:
 
 def json_text(value: Any) -> str:
     return json.dumps(value, indent=2)
+
+
+async def test_a_job_page_shows_the_trace_its_job_was_created_in(
+    stack: Any, open_page: Any
+) -> None:
+    api = stack.api()
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{trace_id}-00f067aa0ba902b7-01"
+    sent = {**api.auth, "Idempotency-Key": "traced-page", "traceparent": traceparent}
+    body = {"contract": "ticket-triage@1", "input": case_input(14)}
+    job = (await api.gw.client.post("/v1/jobs", json=body, headers=sent)).json()
+    assert job["trace"]["trace_id"] == trace_id
+    page, _ = await open_page()
+    await sign_in(page, stack.url, stack.admin_key)
+    await page.goto(f"{stack.url}#/jobs/{job['id']}")
+    await expect(page.locator("#job-trace")).to_have_text(trace_id)
+    await expect(page.locator("#job-trace")).to_have_attribute("title", traceparent)
