@@ -102,12 +102,12 @@ def finalize_statement(notify: bool) -> str:
     wake = f"pg_notify('{JOBS_CHANNEL}', cas.id) AS notified, " if notify else ""
     return f"""
 WITH j AS (
-  SELECT id, xmin AS locked_xmin FROM jobs
+  SELECT id, owner_id, xmin AS locked_xmin FROM jobs
   WHERE id = (SELECT job_id FROM attempts WHERE id = $1)
   FOR NO KEY UPDATE
 ), a AS (
   SELECT job_id, read_version FROM attempts
-  WHERE id = $1 AND state = 'running'
+  WHERE id = $1 AND owner_id = (SELECT owner_id FROM j) AND state = 'running'
     AND job_id IN (
       SELECT j.id FROM j
       WHERE j.locked_xmin = (SELECT xmin FROM jobs AS seen WHERE seen.id = j.id)

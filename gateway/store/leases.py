@@ -17,6 +17,7 @@ from gateway.domain.records import AttemptRecord
 from gateway.store.database import Database
 from gateway.store.rows import A, attempt_record
 from gateway.store.tables import attempts
+from gateway.store.transaction import by_attempt_id
 
 log = logging.getLogger("onejob.store")
 
@@ -32,7 +33,7 @@ class Leases:
             result = await tx.conn.execute(
                 attempts.update()
                 .where(
-                    attempts.c.id == attempt_id,
+                    *by_attempt_id(attempt_id),
                     attempts.c.lease_owner == worker_id,
                     attempts.c.state == A.RUNNING.value,
                 )

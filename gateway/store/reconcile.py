@@ -13,6 +13,7 @@ from gateway.domain.jsontext import scrub
 from gateway.store.database import Database
 from gateway.store.rows import A
 from gateway.store.tables import attempts
+from gateway.store.transaction import by_attempt_id
 
 log = logging.getLogger("onejob.store")
 
@@ -42,7 +43,7 @@ class ReconcilerFindings:
                 return False
             moved = await conn.execute(
                 attempts.update()
-                .where(attempts.c.id == attempt_id, attempts.c.state == A.UNKNOWN.value)
+                .where(*by_attempt_id(attempt_id), attempts.c.state == A.UNKNOWN.value)
                 .values(reconciler=scrub(finding))
             )
             if moved.rowcount != 1:

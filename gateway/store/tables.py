@@ -52,7 +52,9 @@ jobs = sa.Table(
     #: Keyed by owner (migration 0010): distributable by ``owner_id`` (docs/scaling.md).
     #: The owner comes second, so a lookup by id alone keeps this index.
     sa.PrimaryKeyConstraint("id", "owner_id"),
-    sa.UniqueConstraint("owner_id", "idempotency_key", name=JOBS_OWNER_KEY_UNIQUE),
+    #: Key first (migration 0010): no plain index leads with ``owner_id``, so a read by id
+    #: and owner (every foreign key check) can only take the primary key.
+    sa.UniqueConstraint("idempotency_key", "owner_id", name=JOBS_OWNER_KEY_UNIQUE),
 )
 
 #: An owner's jobs, newest first (``list_jobs``). On PostgreSQL ``owner_id`` is compared

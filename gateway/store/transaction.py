@@ -38,6 +38,17 @@ ATTEMPT_ROWS = (
     .order_by(attempts.c.number)
 )
 ATTEMPT_ROW = sa.select(attempts).where(attempts.c.id == sa.bindparam("attempt_id"))
+_MINE = attempts.alias("mine")
+
+
+def by_attempt_id(attempt_id: str) -> list[sa.ColumnElement[bool]]:
+    """The condition for one attempt given its id alone: its owner read by the same id in
+    the statement, so that the primary key ``(id, owner_id)`` is matched whole. With
+    ``id`` alone it is not unique to the planner, and ``state = 'running'`` beside it
+    took ``(state, lease_expires_at)`` instead: every running attempt, and the dead ones
+    not vacuumed yet, read at each decision."""
+    owner = sa.select(_MINE.c.owner_id).where(_MINE.c.id == attempt_id).scalar_subquery()
+    return [attempts.c.id == attempt_id, attempts.c.owner_id == owner]
 
 
 class Stale(Exception):
@@ -209,7 +220,7 @@ class WriteTx:
                 await self.conn.execute(
                     attempts.update()
                     .where(
-                        attempts.c.id == attempt_id,
+                        *by_attempt_id(attempt_id),
                         attempts.c.state.in_([s.value for s in sources]),
                         *extra_where,
                     )

@@ -115,7 +115,8 @@ CROSS_OWNER: dict[str, tuple[str, str]] = {}
 #: Listed by name so that every other statement stays checked.
 NOT_YET_ROUTED: dict[str, tuple[str, str]] = {
     "finalize alone (PostgreSQL)": (
-        r"^WITH j AS \( SELECT id, xmin AS locked_xmin FROM jobs WHERE id = \(SELECT job_id",
+        r"^WITH j AS \( SELECT id, owner_id, xmin AS locked_xmin FROM jobs"
+        r" WHERE id = \(SELECT job_id",
         "R5's one statement finds the job from the attempt id",
     ),
     "the compare-and-swap": (
@@ -130,8 +131,10 @@ NOT_YET_ROUTED: dict[str, tuple[str, str]] = {
         "SQLite's R5 statements by attempt and job id",
     ),
     "an attempt moved by its id": (
-        r"^UPDATE attempts SET .* WHERE attempts\.id = \S+ AND attempts\.(state|lease_owner) ",
-        "unknown, failed, lost, resolved, a lease renewed: by attempt id",
+        r"^UPDATE attempts SET .* WHERE attempts\.id = \S+ AND attempts\.owner_id = \(SELECT"
+        r" mine\.owner_id FROM attempts AS mine WHERE mine\.id = \S+\) AND attempts\.",
+        "unknown, failed, lost, resolved, a lease renewed: by attempt id, the owner read"
+        " by that id in the statement (transaction.by_attempt_id)",
     ),
     "the attempt's job, found by attempt id": (
         r"^SELECT (attempts\.job_id, attempts\.owner_id|attempts\.id, .*) FROM attempts"

@@ -8,9 +8,11 @@ co-located with ``jobs`` (docs/scaling.md): Citus needs the distribution column 
 primary key, unique constraint and foreign key between distributed tables.
 
 ``owner_id`` comes second in these keys: a lookup by id alone (an admin's, the dispatcher's
-by attempt id, the claim's) keeps its index, and ``(owner_id, idempotency_key)`` stays the
-only index a key lookup can take (migration 0004 says why that matters). The indexes the
-statements use are unchanged: the claim queue (partial), the listings (``COLLATE "C"``),
+by attempt id, the claim's) keeps its index. The key's constraint becomes
+``(idempotency_key, owner_id)``: no index but the listings' (under ``COLLATE "C"``, which
+plain comparisons do not match: migration 0004) leads with ``owner_id`` any more, so a
+read by id and owner, every foreign key check among them, can only take the primary key.
+The other indexes are unchanged: the claim queue (partial), the listings (``COLLATE "C"``),
 the events by job.
 
 PostgreSQL: in the migration's transaction, as written here for a database of ordinary
@@ -42,6 +44,8 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
+#: The constraint that turns a second click into a replay (``tables.JOBS_OWNER_KEY_UNIQUE``).
+KEY_UNIQUE = "uq_jobs_owner_id_idempotency_key"
 #: The tables that get their job's owner.
 CHILDREN = ("attempts", "job_events", "shadow_checks")
 #: Unique constraints of a job's data, before -> after (owner_id added last).
@@ -82,6 +86,15 @@ def _upgrade_postgres() -> None:
         op.alter_column(table, "owner_id", nullable=False)
         op.drop_constraint(f"fk_{table}_job_id_jobs", table, type_="foreignkey")
     _swap_primary_key("jobs", ("id", "owner_id"))
+    # The key's constraint, key first: a read by id and owner (every foreign key check of
+    # an attempt or an event, a job read by its owner) must not find an index that leads
+    # with ``owner_id`` as cheap as the primary key. On tables never analyzed (or analyzed
+    # small) the two cost the same and the plan PostgreSQL cached read every job of the
+    # owner through the key's index: the database's CPU per sync job grew with the table
+    # (2.1x after 9 rounds of bench.duel). ``ON CONFLICT (owner_id, idempotency_key)``
+    # names the same columns: the order does not matter to it.
+    op.drop_constraint(KEY_UNIQUE, "jobs", type_="unique")
+    op.create_unique_constraint(KEY_UNIQUE, "jobs", ["idempotency_key", "owner_id"])
     for table in CHILDREN:
         _swap_primary_key(table, ("id", "owner_id"))
     for table, (old, _) in UNIQUES.items():
@@ -97,6 +110,8 @@ def _upgrade_postgres() -> None:
 def _downgrade_postgres() -> None:
     for table in CHILDREN:
         op.drop_constraint(f"fk_{table}_job_id_jobs", table, type_="foreignkey")
+    op.drop_constraint(KEY_UNIQUE, "jobs", type_="unique")
+    op.create_unique_constraint(KEY_UNIQUE, "jobs", ["owner_id", "idempotency_key"])
     for table, (old, columns) in UNIQUES.items():
         op.drop_constraint(_unique_after(table)[0], table, type_="unique")
         op.create_unique_constraint(old, table, list(columns))
@@ -184,6 +199,10 @@ def _keyed_sql(table: str, create: str, *, owner_keyed: bool) -> str:
             )
         if table != "job_events":  # its id is the rowid that numbers events
             sql = sql.replace("PRIMARY KEY (id)", "PRIMARY KEY (id, owner_id)")
+        sql = sql.replace(
+            f"{KEY_UNIQUE} UNIQUE (owner_id, idempotency_key)",
+            f"{KEY_UNIQUE} UNIQUE (idempotency_key, owner_id)",
+        )
         if table in UNIQUES:
             old, columns = UNIQUES[table]
             new, after = _unique_after(table)
@@ -199,6 +218,10 @@ def _keyed_sql(table: str, create: str, *, owner_keyed: bool) -> str:
         if table != "jobs":
             sql = re.sub(r",?\s*owner_id VARCHAR\(200\) NOT NULL", "", sql, count=1)
         sql = sql.replace("PRIMARY KEY (id, owner_id)", "PRIMARY KEY (id)")
+        sql = sql.replace(
+            f"{KEY_UNIQUE} UNIQUE (idempotency_key, owner_id)",
+            f"{KEY_UNIQUE} UNIQUE (owner_id, idempotency_key)",
+        )
         if table in UNIQUES:
             old, columns = UNIQUES[table]
             new, after = _unique_after(table)
