@@ -10,7 +10,8 @@ one of the statements:
 - each statement of a request path filters every distributed table it reads or writes
   by ``owner_id`` (or joins it to another on ``owner_id``), and each insert fills it.
 
-Here the migrated schema is read back (SQLAlchemy's inspector) on PostgreSQL and SQLite,
+Here the migrated schema is read back (SQLAlchemy's inspector) on PostgreSQL and SQLite
+(and its keys compared with ``gateway/store/tables.py``'s on PostgreSQL),
 and every statement the store sends while it runs the request paths is recorded (the
 SQLAlchemy paths by ``before_cursor_execute``, the bare asyncpg one by wrapping
 ``pg_bare.fetch``, SQLite's bare writer by wrapping its driver) and checked. The
@@ -29,10 +30,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.domain.records import ClaimSpec
 from gateway.domain.states import AttemptReason, AttemptState, JobStatus
 from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import SqlJobStore, open_store, pg_bare, sqlite_bare
+from gateway.store import SqlJobStore, open_store, pg_bare, sqlite_bare, tables
+from tests.integration.store_helpers import CLAIM
 
 #: Distributed by ``owner_id``, co-located with ``jobs``: a job's data.
 DISTRIBUTED = ("jobs", "attempts", "job_events", "shadow_checks")
@@ -47,8 +48,6 @@ NOT_DISTRIBUTED = {
 }
 #: SQLite numbers events by the rowid, its only sequence; it is never distributed.
 SQLITE_ROWID_KEY = {"job_events"}
-
-CLAIM = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
 
 # -- the schema --------------------------------------------------------------------------
 
@@ -91,11 +90,52 @@ def schema_problems(sync: sa.Connection) -> list[str]:
     return problems
 
 
+def keys_of(sync: sa.Connection) -> dict[str, Any]:
+    """Each distributed table's keys as the migrated schema has them."""
+    inspector = sa.inspect(sync)
+    return {
+        table: (
+            inspector.get_pk_constraint(table)["constrained_columns"],
+            sorted(u["column_names"] for u in inspector.get_unique_constraints(table)),
+            sorted(
+                (fk["constrained_columns"], fk["referred_table"], fk["referred_columns"])
+                for fk in inspector.get_foreign_keys(table)
+            ),
+        )
+        for table in DISTRIBUTED
+    }
+
+
+def keys_declared() -> dict[str, Any]:
+    """The same keys as ``gateway/store/tables.py`` declares them."""
+    return {
+        table.name: (
+            [c.name for c in table.primary_key.columns],
+            sorted(
+                [c.name for c in u.columns]
+                for u in table.constraints
+                if isinstance(u, sa.UniqueConstraint)
+            ),
+            sorted(
+                (
+                    [e.parent.name for e in fk.elements],
+                    fk.referred_table.name,
+                    [e.column.name for e in fk.elements],
+                )
+                for fk in table.foreign_key_constraints
+            ),
+        )
+        for table in (tables.metadata.tables[name] for name in DISTRIBUTED)
+    }
+
+
 async def test_every_table_of_a_jobs_data_is_keyed_by_its_owner(database_url: str) -> None:
     engine = sa.ext.asyncio.create_async_engine(database_url)
     try:
         async with engine.connect() as conn:
             assert await conn.run_sync(schema_problems) == []
+            if engine.dialect.name == "postgresql":  # SQLite numbers events by the rowid
+                assert await conn.run_sync(keys_of) == keys_declared()
     finally:
         await engine.dispose()
 
