@@ -208,11 +208,17 @@ SQLITE_CAS = (
     " WHERE id = ? AND version = ? AND completed_by IS NULL"
     f" RETURNING {', '.join(JOB_COLUMNS)}"
 )
-SQLITE_RUNNING = "SELECT job_id, read_version FROM attempts WHERE id = ? AND state = 'running'"
+#: The running attempt, matched on its whole primary key (its owner read by its id): with
+#: ``id`` alone SQLite took the ``(state, lease_expires_at)`` index (``by_attempt_id``).
+SQLITE_RUNNING = (
+    "SELECT job_id, read_version, owner_id FROM attempts WHERE id = ?"
+    " AND owner_id = (SELECT mine.owner_id FROM attempts AS mine WHERE mine.id = ?)"
+    " AND state = 'running'"
+)
 #: The winner's move to ``succeeded``.
 SQLITE_FINISH = (
     "UPDATE attempts SET state = 'succeeded', finished_at = ?, provider_request_id = ?,"
-    " reported_model = ? WHERE id = ? AND state = 'running' RETURNING provider"
+    " reported_model = ? WHERE id = ? AND owner_id = ? AND state = 'running' RETURNING provider"
 )
 #: The winner's unsent siblings (a queued hedge, one waiting for capacity) cancelled.
 SQLITE_CANCEL_UNSENT = (
@@ -250,7 +256,7 @@ class SqliteDecisions:
         writer: nothing changes between them): the decided job, or None, with nothing
         written: the attempt is not running, or the CAS did not win."""
         codec = self.db.codec
-        running = (await run(SQLITE_RUNNING, (attempt_id,))).rows
+        running = (await run(SQLITE_RUNNING, (attempt_id, attempt_id))).rows
         if not running:
             return None
         job_id, read_version = running[0][0], running[0][1]
@@ -260,7 +266,8 @@ class SqliteDecisions:
             return None
         job_row = codec.job_row(decided[0])
         at = codec.bind("attempts", "finished_at", self.db.now())
-        moved = (await run(SQLITE_FINISH, (at, fit(request_id), fit(model), attempt_id))).rows
+        finish = (at, fit(request_id), fit(model), attempt_id, running[0][2])
+        moved = (await run(SQLITE_FINISH, finish)).rows
         if not moved:  # cannot happen under the one writer; undo it all should it ever
             raise Stale
         now = self.db.now()

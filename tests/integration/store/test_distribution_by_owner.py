@@ -164,7 +164,7 @@ NOT_YET_ROUTED: dict[str, tuple[str, str]] = {
         "R5's CAS by job id, in a transaction found by attempt id",
     ),
     "finalize on SQLite": (
-        r"^(SELECT job_id, read_version FROM attempts WHERE id = \?"
+        r"^(SELECT job_id, read_version, owner_id FROM attempts WHERE id = \?"
         r"|UPDATE attempts SET state = 'succeeded', finished_at = \?"
         r"|UPDATE attempts SET state = 'cancelled', finished_at = \?, error = \? WHERE job_id = \?"
         r"|SELECT id, job_id, .* FROM attempts WHERE job_id = \? ORDER BY number$)",
