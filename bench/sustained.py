@@ -1,8 +1,8 @@
 """Minutes of sustained sync jobs on a PostgreSQL cluster of its own: the tail per window.
 
 ``python -m bench.sustained [--minutes 5] [--window 30] [--connections 16]
-[--config defaults|sized] [--port 5433] [--keep] [--out PATH]`` (root: it runs
-``pg_createcluster``) creates the cluster ``15 tail`` on ``--port``, configured with
+[--config defaults|sized] [--set NAME=VALUE] [--port 5433] [--keep] [--out PATH]``
+(root: it runs ``pg_createcluster``) creates the cluster ``15 tail`` on ``--port``, configured with
 PostgreSQL's defaults or as docs/operations.md sizes it ("Sizing PostgreSQL for onejob",
 ``SIZED`` here), starts one gateway (one process, its dispatcher on, the zero-latency
 upstream) on a database of it, and drives sync jobs (``POST /v1/jobs`` with ``Prefer:
@@ -136,7 +136,8 @@ def load() -> str:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the cluster, the gateway and the windows; return the report."""
-    config = SIZED if args.config == "sized" else {}
+    config = dict(SIZED) if args.config == "sized" else {}
+    config.update(dict(setting.split("=", 1) for setting in args.set))
     windows: list[dict[str, Any]] = []
     started_load = load()
     with cluster(args.port, config, keep=args.keep) as log:
@@ -194,7 +195,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "commit": commit(),
         **interpreter(),
-        "config": args.config,
+        "config": args.config + "".join(f", {setting}" for setting in args.set),
         "settings": settings,
         "connections": args.connections,
         "window_s": args.window,
@@ -238,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", choices=("defaults", "sized"), default="sized")
     parser.add_argument("--port", type=int, default=5433, help="the cluster's port")
     parser.add_argument("--keep", action="store_true", help="keep the cluster afterwards")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="one more setting"
+    )
     parser.add_argument("--out", help="JSON report (default: reports/out/sustained-CONFIG.json)")
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
