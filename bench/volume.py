@@ -1,7 +1,8 @@
 """The hot paths at 0, 1 M and 10 M jobs, and retention of 1 M jobs under live traffic.
 
 ``python -m bench.volume [--sizes 0,1000000,10000000] [--calls 200] [--prune 1000000]
-[--connections 4] [--window 20] [--port 5434] [--database-url URL] [--keep]``
+[--connections 4] [--window 20] [--port 5434] [--database-url URL] [--keep]
+[--prune-only]``
 
 creates a PostgreSQL cluster of its own (``pg_createcluster 15 volume``, autovacuum on;
 the shared one on 5432 is left alone) after checking the disk has room, migrates a
@@ -15,7 +16,9 @@ it starts a gateway on that database with the zero-latency upstream, drives sync
 ``wrk`` at ``--connections`` in windows of ``--window`` seconds, and runs ``onejob jobs
 prune`` on the oldest ``--prune`` jobs meanwhile: live p99 before, during and after.
 The cluster is dropped at the end unless ``--keep``; ``--database-url`` (a libpq admin
-URL) uses a server that exists instead. JSON to ``--out``. Kept out of CI: a measurement.
+URL) uses a server that exists instead, and with ``--prune-only`` prunes the next
+``--prune`` jobs of the database a ``--keep`` left, under load, and nothing else. JSON to
+``--out``. Kept out of CI: a measurement (docs/benchmarks.md, at volume).
 """
 
 from __future__ import annotations
