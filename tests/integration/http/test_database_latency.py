@@ -48,7 +48,7 @@ pytestmark = [
 DEADLINE = DatabaseConfig(timeout=2.0, connect_timeout=3.0)
 #: Clients before the latency; twice as many more join when it starts, so connections
 #: are opened, and statements prepared on them, while every round trip is late.
-CLIENTS = 8
+CLIENTS = 4
 SLOW_FOR = 3.0  # seconds the database answers late
 BODY = b'{"contract": "echo@1", "input": {"n": 1}}'
 _keys = itertools.count()
