@@ -21,6 +21,9 @@ CONSOLE = b"console"
 JOB_ID_SCOPE_KEY = "onejob.job_id"
 #: Set in the scope's state once the client hung up (``http.disconnect`` before the answer).
 CLIENT_GONE_SCOPE_KEY = "onejob.client_gone"
+#: When the request arrived (``time.perf_counter()``), for what is counted from then on
+#: (``Prefer: wait``): set by the access log's middleware, the outermost.
+STARTED_SCOPE_KEY = "onejob.started"
 #: The database drivers log each statement with its parameters (job inputs, results, key
 #: hashes) below these levels, so they are capped there whatever ``log_level`` says.
 DRIVER_LOG_CAPS = {
@@ -104,6 +107,7 @@ def access_log_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         started = time.perf_counter()
+        scope.setdefault("state", {})[STARTED_SCOPE_KEY] = started
         status = 500
 
         async def receive_wrapper() -> ReceiveMessage:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Annotated, Any
 
 from litestar import HttpMethod, Request, Response, Router, get, head, post, route
@@ -61,7 +62,7 @@ from gateway.http.schemas import (
 )
 from gateway.http.views import admin_attempt_view, event_view, job_view
 from gateway.http.webhooks import webhook_handlers
-from gateway.logging import JOB_ID_SCOPE_KEY
+from gateway.logging import JOB_ID_SCOPE_KEY, STARTED_SCOPE_KEY
 from gateway.service import MAX_WAIT, JobService
 
 log = logging.getLogger("onejob.http")
@@ -138,7 +139,12 @@ async def _maybe_wait(
     seconds = preferred_wait(request)
     if seconds is None:
         return job, {}
-    job = await service.wait_for(job, seconds, fresh=fresh)
+    # RFC 7240's wait is the time the client gives the whole request: counted from its
+    # arrival, not from the job's creation (with 2 s added between gateway and database,
+    # a creation taking 4.5 s then a 3 s wait answered after 7.5 s).
+    started = request.scope.get("state", {}).get(STARTED_SCOPE_KEY)
+    spent = 0.0 if started is None else time.perf_counter() - started
+    job = await service.wait_for(job, max(0.0, seconds - spent), fresh=fresh)
     return job, {"Preference-Applied": f"wait={int(seconds)}"}
 
 

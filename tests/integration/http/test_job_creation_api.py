@@ -237,3 +237,29 @@ async def test_a_conflict_does_not_wait_even_when_asked_to(
     )
     assert r.status_code == 409
     assert "preference-applied" not in r.headers
+
+
+async def test_prefer_wait_counts_from_the_requests_arrival_not_the_jobs_creation(
+    app: Litestar, client: httpx.AsyncClient, keys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RFC 7240's wait is the time the client gives the whole request: a creation that
+    took 0.6 s of a ``wait=1`` leaves at most 0.4 s to wait (with 2 s of database latency,
+    a creation of 4.5 s then a full 3 s wait answered after 7.5 s; issue 46)."""
+    service = app.state.service
+    create, asked = service.create_job_for_key, []
+
+    async def slow_create(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.6)
+        return await create(*args, **kwargs)
+
+    async def wait_for(job: Any, seconds: float, *, fresh: bool = False) -> Any:
+        asked.append(seconds)
+        return job
+
+    monkeypatch.setattr(service, "create_job_for_key", slow_create)
+    monkeypatch.setattr(service, "wait_for", wait_for)
+    r = await client.post(
+        "/v1/jobs", json=triage_body(), headers={**keys.job(), "Prefer": "wait=1"}
+    )
+    assert r.status_code == 201 and r.headers["preference-applied"] == "wait=1"
+    assert len(asked) == 1 and 0 <= asked[0] <= 0.4
