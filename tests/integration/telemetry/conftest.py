@@ -10,35 +10,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "dispatch"))
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from otlp_receiver import SERVICE, Receiver, otlp_receiver
-
-from contracts.loader import load_catalog as contract_catalog
-from gateway.settings import DatabaseConfig, ShortcutsConfig
-from gateway.store import open_store
-from providers.simulator.server import RunningSimulator, run_simulator
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    async with run_simulator(port=0, catalog=contract_catalog) as running:
-        yield running
-
-
-@pytest.fixture
-async def keys(database_url: str) -> tuple[str, str]:
-    """Create an owner's key and an admin key; return ``(key, admin_key)``."""
-    store = await open_store(
-        database_url, shortcuts=ShortcutsConfig.from_env(), database=DatabaseConfig.from_env()
-    )
-    try:
-        _, key = await store.create_api_key("alice", frozenset({"jobs"}))
-        _, admin = await store.create_api_key("ops", frozenset({"jobs", "admin"}))
-    finally:
-        await store.close()
-    return key, admin
+from shared_fixtures import keys, sim  # noqa: F401 (fixtures: the dispatcher's tests')
 
 
 @pytest.fixture
