@@ -14,6 +14,7 @@ from gateway.domain.records import ClaimSpec, CreateOutcome
 from gateway.settings import DatabaseConfig, ShortcutsConfig
 from gateway.store import SqlJobStore, open_store
 from gateway.store.tables import attempts, job_events, jobs
+from tests.integration.store_helpers import CLAIM, clocked_store, succeeded
 
 DAY = 86_400.0  # seconds
 
@@ -83,20 +84,11 @@ async def test_prune_all_goes_batch_after_batch_and_leaves_open_jobs(
     database_url: str, make_job: Any
 ) -> None:
     clock = ManualClock(dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-    store = await open_store(
-        database_url,
-        clock=clock,
-        shortcuts=ShortcutsConfig.from_env(),
-        database=DatabaseConfig.from_env(),
-    )
-    try:
-        claim = ClaimSpec(worker_id="w", lease_ttl=60.0, deadline_s=30.0)
+    async with clocked_store(database_url, clock) as store:
         for n in range(5):
-            done = await store.create_or_get(make_job(key=f"old-{n}"), claim)
-            assert done.claimed is not None
-            await store.finalize(done.claimed.attempt.id, {"category": "billing"})
+            await succeeded(store, make_job, f"old-{n}")
             clock.advance(1.0)
-        running = await store.create_or_get(make_job(key="old-running"), claim)
+        running = await store.create_or_get(make_job(key="old-running"), CLAIM)
         clock.advance(31 * DAY)
         seen: list[int] = []
         cutoff = clock.now() - dt.timedelta(days=30)
@@ -104,8 +96,6 @@ async def test_prune_all_goes_batch_after_batch_and_leaves_open_jobs(
         assert seen == [2, 4, 5]
         assert await rows(store, jobs) == 1 and await store.get_job(running.job.id) is not None
         assert await store.prune_all(cutoff, batch=2, rest=0.0) == 0
-    finally:
-        await store.close()
 
 
 def test_prune_refuses_a_window_shorter_than_a_day(tmp_path: Any) -> None:
